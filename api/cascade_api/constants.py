@@ -1,0 +1,52 @@
+"""Names shared by every component: API group, labels, images, ports.
+
+One place so the operator, the worker, the gateway, the chart and the local cluster
+agree on what a Cascade pod looks like.
+"""
+
+from typing import Final
+
+GROUP: Final = "cascade.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+MD_KIND: Final = "ModelDeployment"
+MD_PLURAL: Final = "modeldeployments"
+SP_KIND: Final = "ScalePlan"
+SP_PLURAL: Final = "scaleplans"
+
+# Labels on everything the operator creates.
+LABEL_NAME: Final = "app.kubernetes.io/name"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+LABEL_COMPONENT: Final = "app.kubernetes.io/component"
+LABEL_DEPLOYMENT: Final = f"{GROUP}/deployment"
+MANAGED_BY: Final = "cascade-operator"
+COMPONENT_WORKER: Final = "worker"
+COMPONENT_GATEWAY: Final = "gateway"
+
+FINALIZER: Final = f"{GROUP}/cleanup"
+
+# Images. The local cluster's node agent maps an image to a console script by the last
+# path component of its repository (".../cascade-worker:tag" -> `cascade-worker`).
+DEFAULT_TAG: Final = "0.1.0"
+WORKER_IMAGE: Final = f"ghcr.io/cascade-dev/cascade-worker:{DEFAULT_TAG}"
+GATEWAY_IMAGE: Final = f"ghcr.io/cascade-dev/cascade-gateway:{DEFAULT_TAG}"
+OPERATOR_IMAGE: Final = f"ghcr.io/cascade-dev/cascade-operator:{DEFAULT_TAG}"
+
+# Ports and probe paths (worker and gateway both answer /healthz and /readyz).
+WORKER_PORT: Final = 8080
+GATEWAY_PORT: Final = 8000
+HEALTH_PATH: Final = "/healthz"
+READY_PATH: Final = "/readyz"
+
+# Extended resources a GPU node advertises.
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+RDMA_RESOURCE: Final = "rdma/ib"
+
+# Node topology labels: well-known where they exist, Cascade's own for the rest.
+LABEL_ZONE: Final = "topology.kubernetes.io/zone"
+LABEL_GPU_PRODUCT: Final = "nvidia.com/gpu.product"
+LABEL_NVLINK_CLIQUE: Final = "nvidia.com/gpu.clique"
+LABEL_LEAF: Final = f"{GROUP}/leaf-switch"
+LABEL_NIC_IN_MBIT: Final = f"{GROUP}/nic-in-mbit"
+LABEL_NIC_OUT_MBIT: Final = f"{GROUP}/nic-out-mbit"

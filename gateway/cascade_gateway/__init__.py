@@ -1,0 +1,1 @@
+"""cascade_gateway."""
