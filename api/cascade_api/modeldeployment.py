@@ -1,0 +1,221 @@
+"""The ModelDeployment custom resource (cascade.dev/v1alpha1, short name `md`).
+
+One ModelDeployment is one served model: where its weights live, how each instance is
+shaped, how many instances run, and the policies that scale them (HPA-v2 style
+`behavior`, SLO classes, multicast loading, live scaling, host copies, materialization).
+A minimal manifest needs only `spec.model.uri` (and usually `spec.replicas`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from cascade_api.base import ApiModel, Condition
+
+Quantity = Annotated[int | str, Field(description="A resource quantity, e.g. 2, 500m, 16Gi.")]
+
+MODEL_URI_PATTERN = r"^(file:///.+|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?/.+)$"
+
+
+class ModelSource(ApiModel):
+    uri: str = Field(
+        pattern=MODEL_URI_PATTERN,
+        description="Where the weights live: file:///abs/path or pvc://<claim>/<path>.",
+    )
+    served_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="Name clients use in the OpenAI API; defaults to the resource name.",
+    )
+
+
+class Dtype(StrEnum):
+    AUTO = "auto"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+    FLOAT32 = "float32"
+
+
+class EngineOptions(ApiModel):
+    dtype: Dtype = Field(default=Dtype.AUTO, description="Weight and activation dtype.")
+    max_model_len: int = Field(
+        default=4096, ge=16, le=1_048_576, description="Longest prompt plus completion, tokens."
+    )
+    max_batch_size: int = Field(
+        default=64, ge=1, le=4096, description="Upper bound on the running batch per instance."
+    )
+
+
+class Toleration(ApiModel):
+    key: str | None = Field(default=None, description="Taint key; empty matches all keys.")
+    operator: str = Field(default="Equal", pattern="^(Equal|Exists)$", description="Equal|Exists.")
+    value: str | None = Field(default=None, description="Taint value for Equal.")
+    effect: str | None = Field(
+        default=None,
+        pattern="^(NoSchedule|PreferNoSchedule|NoExecute)$",
+        description="Taint effect to tolerate; empty matches all.",
+    )
+    toleration_seconds: int | None = Field(default=None, description="For NoExecute only.")
+
+
+class Resources(ApiModel):
+    requests: dict[str, Quantity] = Field(default_factory=dict, description="Minimum resources.")
+    limits: dict[str, Quantity] = Field(default_factory=dict, description="Maximum resources.")
+
+
+class InstanceShape(ApiModel):
+    gpus: int = Field(default=1, ge=0, le=16, description="GPUs per instance (nvidia.com/gpu).")
+    resources: Resources = Field(
+        default_factory=Resources, description="Extra CPU/memory requests and limits."
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels an instance's node must carry."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Taints an instance tolerates."
+    )
+
+
+class PolicyType(StrEnum):
+    PODS = "Pods"
+    PERCENT = "Percent"
+
+
+class SelectPolicy(StrEnum):
+    MAX = "Max"
+    MIN = "Min"
+    DISABLED = "Disabled"
+
+
+class ScalingPolicy(ApiModel):
+    type: PolicyType = Field(description="Pods (absolute) or Percent (of current replicas).")
+    value: int = Field(ge=1, description="Amount allowed to change per period.")
+    period_seconds: int = Field(ge=1, le=1800, description="Length of the period.")
+
+
+class ScalingRules(ApiModel):
+    stabilization_window_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=3600,
+        description="Look-back window of recommendations; up: 0, down: 300 when unset.",
+    )
+    select_policy: SelectPolicy = Field(
+        default=SelectPolicy.MAX, description="Which policy wins when several apply."
+    )
+    policies: list[ScalingPolicy] = Field(
+        default_factory=list, description="Rate limits; empty means the HPA defaults."
+    )
+
+
+class ScalingBehavior(ApiModel):
+    scale_up: ScalingRules = Field(default_factory=ScalingRules, description="Rules for growth.")
+    scale_down: ScalingRules = Field(
+        default_factory=ScalingRules, description="Rules for shrinking."
+    )
+
+
+class Scaling(ApiModel):
+    min_replicas: int = Field(default=1, ge=0, le=10_000, description="Lower bound on replicas.")
+    max_replicas: int = Field(default=16, ge=1, le=10_000, description="Upper bound on replicas.")
+    behavior: ScalingBehavior = Field(
+        default_factory=ScalingBehavior, description="HPA-v2-style stabilization and policies."
+    )
+
+
+class InteractiveSlo(ApiModel):
+    ttft_ms: int = Field(default=1000, ge=1, le=3_600_000, description="Time to first token, ms.")
+    itl_ms: int = Field(default=100, ge=1, le=60_000, description="Inter-token latency, ms.")
+
+
+class BatchSlo(ApiModel):
+    ttft_ms: int = Field(default=60_000, ge=1, le=3_600_000, description="Time to first token, ms.")
+    itl_ms: int = Field(default=1000, ge=1, le=60_000, description="Inter-token latency, ms.")
+
+
+class SloClasses(ApiModel):
+    interactive: InteractiveSlo = Field(
+        default_factory=InteractiveSlo,
+        description="Latency-sensitive requests (the default class).",
+    )
+    batch: BatchSlo = Field(
+        default_factory=BatchSlo,
+        description="Throughput requests, marked by a field or header.",
+    )
+
+
+class MulticastStrategy(StrEnum):
+    AUTO = "auto"
+    CHAIN = "chain"
+    BINOMIAL = "binomial"
+
+
+class Multicast(ApiModel):
+    strategy: MulticastStrategy = Field(
+        default=MulticastStrategy.AUTO, description="auto picks the faster predicted plan."
+    )
+    blocks: int = Field(default=16, ge=1, le=4096, description="Blocks the model is cut into.")
+    k: int = Field(default=1, ge=1, le=64, description="Sources per binomial pipeline (k-way).")
+
+
+class Toggle(ApiModel):
+    enabled: bool = Field(default=True, description="Turn the feature on or off.")
+
+
+class ModelDeploymentSpec(ApiModel):
+    model: ModelSource = Field(description="The model's weights.")
+    replicas: int = Field(default=1, ge=0, le=10_000, description="Desired instances.")
+    engine: EngineOptions = Field(default_factory=EngineOptions, description="Engine options.")
+    instance: InstanceShape = Field(
+        default_factory=InstanceShape, description="Shape of one instance."
+    )
+    scaling: Scaling = Field(default_factory=Scaling, description="Replica bounds and behavior.")
+    slo: SloClasses = Field(default_factory=SloClasses, description="SLO targets per class.")
+    multicast: Multicast = Field(default_factory=Multicast, description="Weight streaming.")
+    live_scaling: Toggle = Field(
+        default_factory=Toggle, description="Serve from partially loaded instances."
+    )
+    host_copies: int = Field(
+        default=1, ge=0, le=64, description="Host-memory copies of the weights kept cluster-wide."
+    )
+    materialization: Toggle = Field(
+        default_factory=Toggle, description="Restore profiled start-up state at cold start."
+    )
+
+
+class InstancePhase(StrEnum):
+    PENDING = "Pending"
+    LOADING = "Loading"
+    READY = "Ready"
+    TERMINATING = "Terminating"
+    FAILED = "Failed"
+
+
+class InstanceStatus(ApiModel):
+    pod: str = Field(description="Worker pod name.")
+    node: str | None = Field(default=None, description="Node the pod runs on.")
+    phase: InstancePhase = Field(description="Pending, Loading, Ready, Terminating or Failed.")
+    blocks_loaded: int = Field(default=0, ge=0, description="Weight blocks held.")
+
+
+class ModelDeploymentStatus(ApiModel):
+    observed_generation: int | None = Field(default=None, description="Last generation acted on.")
+    replicas: int = Field(default=0, ge=0, description="Worker pods that exist (not deleting).")
+    ready_replicas: int = Field(default=0, ge=0, description="Instances serving.")
+    loading_replicas: int = Field(default=0, ge=0, description="Instances started, not serving.")
+    selector: str = Field(default="", description="Label selector of the worker pods (/scale).")
+    conditions: list[Condition] = Field(default_factory=list, description="Available etc.")
+    instances: list[InstanceStatus] = Field(default_factory=list, description="One per pod.")
+    current_plan: str | None = Field(default=None, description="ScalePlan being executed.")
+    endpoint: str | None = Field(default=None, description="In-cluster URL of the gateway.")
+
+    @field_validator("conditions")
+    @classmethod
+    def _unique_condition_types(cls, value: list[Condition]) -> list[Condition]:
+        types = [c.type for c in value]
+        if len(types) != len(set(types)):
+            raise ValueError("condition types must be unique")
+        return value

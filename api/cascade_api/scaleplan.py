@@ -1,0 +1,116 @@
+"""The ScalePlan custom resource (cascade.dev/v1alpha1, short name `sp`).
+
+A ScalePlan is one planned weight transfer for a ModelDeployment: which blocks exist,
+who sends them (GPU instances or host copies), who receives, and in what shape
+(serial-forwarding chains or a k-way binomial pipeline). The operator writes the spec
+once; workers' progress lands in status until the plan is Completed, Failed or
+Cancelled. Plans name pods, so a plan is readable without knowing the planner.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import Field
+
+from cascade_api.base import ApiModel, Condition
+
+
+class SourceTier(StrEnum):
+    GPU = "gpu"
+    HOST = "host"
+
+
+class PlanStrategy(StrEnum):
+    CHAIN = "chain"
+    BINOMIAL = "binomial"
+
+
+class Block(ApiModel):
+    index: int = Field(ge=0, description="Block number, 0-based.")
+    layer_start: int = Field(ge=0, description="First layer in the block.")
+    layer_end: int = Field(ge=0, description="One past the last layer in the block.")
+    bytes: int = Field(ge=0, description="Packed size of the block.")
+    checksum: str = Field(min_length=1, description="Digest of the packed block (xxh3/blake3).")
+
+
+class Source(ApiModel):
+    pod: str = Field(description="Pod that holds the whole model.")
+    tier: SourceTier = Field(description="gpu (a serving instance) or host (the host copy).")
+
+
+class Chain(ApiModel):
+    source: str = Field(description="Pod the chain starts at.")
+    hops: list[str] = Field(min_length=1, description="Receivers in forwarding order.")
+    blocks: list[int] = Field(default_factory=list, description="Blocks it carries; all if empty.")
+
+
+class Transfer(ApiModel):
+    sender: str = Field(description="Pod that sends.")
+    receiver: str = Field(description="Pod that receives.")
+    block: int = Field(ge=0, description="Block sent.")
+
+
+class Step(ApiModel):
+    transfers: list[Transfer] = Field(default_factory=list, description="Sent in parallel.")
+
+
+class BlockOrder(ApiModel):
+    source: str = Field(description="Source pod.")
+    order: list[int] = Field(description="Block indices in send order (circular shift).")
+
+
+class Stage(ApiModel):
+    pod: str = Field(description="Pod running this stage.")
+    layer_start: int = Field(ge=0, description="First layer it runs.")
+    layer_end: int = Field(ge=0, description="One past the last layer it runs.")
+
+
+class ExecutionPipeline(ApiModel):
+    stages: list[Stage] = Field(min_length=1, description="Stages in layer order.")
+
+
+class ScalePlanSpec(ApiModel):
+    deployment: str = Field(description="The ModelDeployment this plan serves.")
+    model_digest: str = Field(description="Digest of the model the blocks come from.")
+    blocks: list[Block] = Field(default_factory=list, description="The block table.")
+    sources: list[Source] = Field(default_factory=list, description="Holders that send.")
+    targets: list[str] = Field(default_factory=list, description="Pods that receive.")
+    strategy: PlanStrategy = Field(description="chain or binomial.")
+    chains: list[Chain] = Field(default_factory=list, description="For strategy chain.")
+    schedule: list[Step] = Field(default_factory=list, description="For strategy binomial.")
+    block_orders: list[BlockOrder] = Field(default_factory=list, description="Per source.")
+    execution_pipelines: list[ExecutionPipeline] = Field(
+        default_factory=list, description="Receivers that serve together while loading."
+    )
+    predicted_completion_seconds: float | None = Field(
+        default=None, ge=0, description="Planner's flow-model estimate."
+    )
+
+
+class PlanPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+class TargetProgress(ApiModel):
+    pod: str = Field(description="Receiving pod.")
+    blocks_received: int = Field(default=0, ge=0, description="Blocks installed.")
+    bytes_received: int = Field(default=0, ge=0, description="Bytes installed.")
+    complete: bool = Field(default=False, description="Holds every block.")
+    first_complete_time: datetime | None = Field(default=None, description="When complete.")
+
+
+class ScalePlanStatus(ApiModel):
+    phase: PlanPhase = Field(default=PlanPhase.PENDING, description="Lifecycle phase.")
+    target_count: int = Field(default=0, ge=0, description="Number of targets.")
+    progress: str = Field(default="", description="Complete targets over all, e.g. 3/6.")
+    targets: list[TargetProgress] = Field(default_factory=list, description="Per target.")
+    bytes_moved: int = Field(default=0, ge=0, description="Bytes delivered so far.")
+    start_time: datetime | None = Field(default=None, description="When dispatched.")
+    completion_time: datetime | None = Field(default=None, description="When it ended.")
+    conditions: list[Condition] = Field(default_factory=list, description="Failure detail etc.")

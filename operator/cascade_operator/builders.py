@@ -1,0 +1,205 @@
+"""Pure builders of the objects a ModelDeployment owns: worker Pods, gateway Deployment
+and Service. Plain dicts in, plain dicts out, so they are unit-tested without a cluster
+and the handlers only send what these return.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cascade_api import constants as c
+from cascade_api.modeldeployment import ModelDeploymentSpec
+
+from cascade_operator.config import OperatorConfig
+from cascade_operator.view import MdRef
+
+Manifest = dict[str, Any]
+
+MODEL_MOUNT_ROOT = "/mnt/models"
+
+
+def selector_labels(md: str, component: str) -> dict[str, str]:
+    return {c.LABEL_DEPLOYMENT: md, c.LABEL_COMPONENT: component}
+
+
+def labels(md: str, component: str) -> dict[str, str]:
+    return {
+        c.LABEL_NAME: f"cascade-{component}",
+        c.LABEL_MANAGED_BY: c.MANAGED_BY,
+        **selector_labels(md, component),
+    }
+
+
+def worker_selector(md: str) -> str:
+    """The /scale subresource's selector string (status.selector)."""
+    return ",".join(f"{k}={v}" for k, v in selector_labels(md, c.COMPONENT_WORKER).items())
+
+
+def owner_reference(ref: MdRef) -> Manifest:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.MD_KIND,
+        "name": ref.name,
+        "uid": ref.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def pod_name(md: str, index: int) -> str:
+    return f"{md}-{index}"
+
+
+def gateway_name(md: str) -> str:
+    return f"{md}-gateway"
+
+
+def served_name(ref: MdRef, spec: ModelDeploymentSpec) -> str:
+    return spec.model.served_name or ref.name
+
+
+def _field_env(name: str, path: str) -> Manifest:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _model_volume(spec: ModelDeploymentSpec) -> tuple[str, list[Manifest], list[Manifest]]:
+    """(path the worker reads the model from, volumes, volumeMounts)."""
+    uri = spec.model.uri
+    if uri.startswith("file://"):
+        return uri.removeprefix("file://"), [], []
+    claim, _, path = uri.removeprefix("pvc://").partition("/")
+    mount = f"{MODEL_MOUNT_ROOT}/{claim}"
+    volume = {"name": "model", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+    return f"{mount}/{path}", [volume], [{"name": "model", "mountPath": mount, "readOnly": True}]
+
+
+def _probe(path: str, period: int, failures: int) -> Manifest:
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "periodSeconds": period,
+        "failureThreshold": failures,
+        "timeoutSeconds": 2,
+    }
+
+
+def _worker_resources(spec: ModelDeploymentSpec) -> Manifest:
+    shape = spec.instance
+    requests: dict[str, Any] = dict(shape.resources.requests)
+    limits: dict[str, Any] = dict(shape.resources.limits)
+    if shape.gpus:
+        # Extended resources must be equal in requests and limits.
+        for key in (c.GPU_RESOURCE, c.RDMA_RESOURCE):
+            requests[key] = limits[key] = shape.gpus if key == c.GPU_RESOURCE else 1
+    return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+
+
+def worker_pod(ref: MdRef, spec: ModelDeploymentSpec, index: int, cfg: OperatorConfig) -> Manifest:
+    model_path, volumes, mounts = _model_volume(spec)
+    env = [
+        _field_env("POD_NAME", "metadata.name"),
+        _field_env("POD_NAMESPACE", "metadata.namespace"),
+        _field_env("POD_IP", "status.podIP"),
+        _field_env("NODE_NAME", "spec.nodeName"),
+        {"name": "CASCADE_DEPLOYMENT", "value": ref.name},
+        {"name": "CASCADE_MODEL_URI", "value": spec.model.uri},
+        {"name": "CASCADE_MODEL_PATH", "value": model_path},
+        {"name": "CASCADE_SERVED_NAME", "value": served_name(ref, spec)},
+        {"name": "CASCADE_DTYPE", "value": str(spec.engine.dtype)},
+        {"name": "CASCADE_MAX_MODEL_LEN", "value": str(spec.engine.max_model_len)},
+        {"name": "CASCADE_MAX_BATCH_SIZE", "value": str(spec.engine.max_batch_size)},
+    ]
+    container: Manifest = {
+        "name": "worker",
+        "image": cfg.worker_image,
+        "args": ["--port", str(c.WORKER_PORT)],
+        "env": env,
+        "ports": [{"name": "http", "containerPort": c.WORKER_PORT, "protocol": "TCP"}],
+        "readinessProbe": _probe(c.READY_PATH, period=2, failures=3),
+        "livenessProbe": _probe(c.HEALTH_PATH, period=10, failures=6),
+        "resources": _worker_resources(spec),
+    }
+    if mounts:
+        container["volumeMounts"] = mounts
+    pod_spec: Manifest = {
+        "containers": [container],
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 30,
+        "enableServiceLinks": False,
+        "nodeSelector": dict(spec.instance.node_selector),
+        "tolerations": [t.to_api() for t in spec.instance.tolerations],
+    }
+    if volumes:
+        pod_spec["volumes"] = volumes
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(ref.name, index),
+            "namespace": ref.namespace,
+            "labels": labels(ref.name, c.COMPONENT_WORKER),
+            "annotations": {f"{c.GROUP}/instance-index": str(index)},
+            "ownerReferences": [owner_reference(ref)],
+        },
+        "spec": pod_spec,
+    }
+
+
+def gateway_deployment(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfig) -> Manifest:
+    name = gateway_name(ref.name)
+    pod_labels = labels(ref.name, c.COMPONENT_GATEWAY)
+    container = {
+        "name": "gateway",
+        "image": cfg.gateway_image,
+        "args": ["--port", str(c.GATEWAY_PORT)],
+        "env": [
+            _field_env("POD_NAME", "metadata.name"),
+            _field_env("POD_NAMESPACE", "metadata.namespace"),
+            _field_env("POD_IP", "status.podIP"),
+            {"name": "CASCADE_DEPLOYMENT", "value": ref.name},
+            {"name": "CASCADE_MODEL_NAME", "value": served_name(ref, spec)},
+            {"name": "CASCADE_WORKER_SELECTOR", "value": worker_selector(ref.name)},
+        ],
+        "ports": [{"name": "http", "containerPort": c.GATEWAY_PORT, "protocol": "TCP"}],
+        "readinessProbe": _probe(c.READY_PATH, period=2, failures=3),
+        "livenessProbe": _probe(c.HEALTH_PATH, period=10, failures=6),
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": ref.namespace,
+            "labels": pod_labels,
+            "ownerReferences": [owner_reference(ref)],
+        },
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector_labels(ref.name, c.COMPONENT_GATEWAY)},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {"containers": [container], "enableServiceLinks": False},
+            },
+        },
+    }
+
+
+def gateway_service(ref: MdRef) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": gateway_name(ref.name),
+            "namespace": ref.namespace,
+            "labels": labels(ref.name, c.COMPONENT_GATEWAY),
+            "ownerReferences": [owner_reference(ref)],
+        },
+        "spec": {
+            "selector": selector_labels(ref.name, c.COMPONENT_GATEWAY),
+            "ports": [{"name": "http", "port": c.GATEWAY_PORT, "targetPort": "http"}],
+        },
+    }
+
+
+def gateway_endpoint(ref: MdRef) -> str:
+    return f"http://{gateway_name(ref.name)}.{ref.namespace}.svc:{c.GATEWAY_PORT}"
