@@ -9,7 +9,6 @@ from typing import Any
 
 from cascade_api import constants as c
 from cascade_api.modeldeployment import ModelDeploymentSpec
-
 from cascade_operator.config import OperatorConfig
 from cascade_operator.view import MdRef
 

@@ -16,7 +16,6 @@ from cascade_api.modeldeployment import (
     ModelDeploymentSpec,
     ModelDeploymentStatus,
 )
-
 from cascade_operator.view import Observed, PodView
 
 AVAILABLE, PROGRESSING, DEGRADED = "Available", "Progressing", "Degraded"

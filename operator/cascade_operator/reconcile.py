@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cascade_api.invariants import Violation, violations
-from cascade_api.modeldeployment import ModelDeploymentSpec
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
+from cascade_api.invariants import Violation, violations
+from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_operator import builders
 from cascade_operator.conditions import compute_status
 from cascade_operator.config import OperatorConfig

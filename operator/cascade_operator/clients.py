@@ -1,0 +1,155 @@
+"""The only module that talks to the Kubernetes API server.
+
+Every call is idempotent from the caller's point of view: creating something that
+exists and deleting something already gone are successes, because a reconcile may be
+repeated at any time (operator restarts, overlapping watch events).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from cascade_api import constants as c
+from cascade_api.base import utcnow
+from cascade_operator.reconcile import EventNote
+
+log = logging.getLogger(__name__)
+Body = dict[str, Any]
+
+
+def load_config() -> None:
+    """In-cluster service account when running as a pod, else $KUBECONFIG / ~/.kube/config."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+
+
+def _missing(err: ApiException) -> bool:
+    return bool(err.status == 404)
+
+
+class Cluster:
+    def __init__(self) -> None:
+        api = client.ApiClient()
+        self._api = api
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+
+    def _dict(self, obj: Any) -> Body:
+        result: Body = self._api.sanitize_for_serialization(obj)
+        return result
+
+    def get_md(self, namespace: str, name: str) -> Body | None:
+        try:
+            body: Body = self.custom.get_namespaced_custom_object(
+                c.GROUP, c.VERSION, namespace, c.MD_PLURAL, name
+            )
+        except ApiException as err:
+            if _missing(err):
+                return None
+            raise
+        return body
+
+    def list_pods(self, namespace: str, selector: str) -> list[Body]:
+        pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
+        return [self._dict(p) for p in pods.items]
+
+    def get_gateway(self, namespace: str, name: str) -> tuple[Body | None, Body | None]:
+        found: list[Body | None] = []
+        for read in (self.apps.read_namespaced_deployment, self.core.read_namespaced_service):
+            try:
+                found.append(self._dict(read(name, namespace)))
+            except ApiException as err:
+                if not _missing(err):
+                    raise
+                found.append(None)
+        return found[0], found[1]
+
+    def create_pod(self, manifest: Body) -> None:
+        try:
+            self.core.create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+            log.info("pod %s already exists", manifest["metadata"]["name"])
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            self.core.delete_namespaced_pod(name, namespace)
+        except ApiException as err:
+            if not _missing(err):
+                raise
+
+    def apply(self, manifest: Body) -> None:
+        """Create a Deployment or Service, or merge-patch it to the manifest."""
+        kind, meta = manifest["kind"], manifest["metadata"]
+        create: Any
+        patch: Any
+        create, patch = {
+            "Deployment": (
+                self.apps.create_namespaced_deployment,
+                self.apps.patch_namespaced_deployment,
+            ),
+            "Service": (self.core.create_namespaced_service, self.core.patch_namespaced_service),
+        }[kind]
+        try:
+            create(meta["namespace"], manifest)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+            patch(meta["name"], meta["namespace"], manifest)
+
+    def patch_md_status(self, namespace: str, name: str, status: Body) -> None:
+        self.custom.patch_namespaced_custom_object_status(
+            c.GROUP, c.VERSION, namespace, c.MD_PLURAL, name, {"status": status}
+        )
+
+    def emit_event(self, owner: Body, note: EventNote) -> None:
+        meta = owner["metadata"]
+        stamp = utcnow().isoformat().replace("+00:00", "Z")
+        event = {
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}"},
+            "involvedObject": {
+                "apiVersion": owner.get("apiVersion", c.API_VERSION),
+                "kind": owner.get("kind", c.MD_KIND),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],
+            },
+            "type": note.type,
+            "reason": note.reason,
+            "message": note.message,
+            "source": {"component": c.MANAGED_BY},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(meta["namespace"], event)
+        except ApiException as err:  # an event is best effort; never fail a reconcile on it
+            log.warning("could not post event %s: %s", note.reason, err.reason)
+
+    def delete_owned(self, namespace: str, md: str) -> int:
+        """Delete every pod, gateway object and ScalePlan of `md`; returns pods still there."""
+        selector = f"{c.LABEL_DEPLOYMENT}={md}"
+        pods = self.list_pods(namespace, selector)
+        for pod in pods:
+            self.delete_pod(namespace, pod["metadata"]["name"])
+        gateway = f"{md}-gateway"
+        for delete in (self.apps.delete_namespaced_deployment, self.core.delete_namespaced_service):
+            try:
+                delete(gateway, namespace)
+            except ApiException as err:
+                if not _missing(err):
+                    raise
+        self.custom.delete_collection_namespaced_custom_object(
+            c.GROUP, c.VERSION, namespace, c.SP_PLURAL, label_selector=selector
+        )
+        return len(pods)

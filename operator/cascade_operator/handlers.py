@@ -1,0 +1,75 @@
+"""kopf handlers: thin. Each one finds which ModelDeployment an event concerns and asks
+the controller to reconcile it; all decisions live in `reconcile.decide`.
+
+Reconciling is level-triggered (every watch event of the ModelDeployment, its pods or
+its gateway, plus a periodic resync), so a missed event or an operator restart costs
+one resync, never a wrong state.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from cascade_api import constants as c
+from cascade_operator.clients import Cluster, load_config
+from cascade_operator.config import OperatorConfig
+from cascade_operator.controller import Controller, owner_of
+
+MANAGED = {c.LABEL_MANAGED_BY: c.MANAGED_BY}
+_state: dict[str, Controller] = {}
+
+
+def controller() -> Controller:
+    return _state["controller"]
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    load_config()
+    cfg = OperatorConfig.from_env()
+    _state["controller"] = Controller(Cluster(), cfg)
+    settings.persistence.finalizer = c.FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=c.GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING  # our own events say what happened
+    settings.watching.server_timeout = 270
+    settings.watching.client_timeout = 300
+
+
+@kopf.on.event(c.GROUP, c.VERSION, c.MD_PLURAL)
+def on_model_deployment(type: str, body: kopf.Body, **_: Any) -> None:
+    if type == "DELETED" or body.metadata.get("deletionTimestamp"):
+        return
+    controller().reconcile(body.metadata["namespace"], body.metadata["name"])
+
+
+@kopf.on.event("", "v1", "pods", labels=MANAGED)
+@kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
+def on_owned_object(body: kopf.Body, **_: Any) -> None:
+    md = owner_of(dict(body.metadata.get("labels") or {}))
+    if md:
+        controller().reconcile(body.metadata["namespace"], md)
+
+
+@kopf.timer(c.GROUP, c.VERSION, c.MD_PLURAL, interval=30.0, initial_delay=5.0)
+def resync(body: kopf.Body, **_: Any) -> None:
+    if not body.metadata.get("deletionTimestamp"):
+        controller().reconcile(body.metadata["namespace"], body.metadata["name"])
+
+
+@kopf.on.delete(c.GROUP, c.VERSION, c.MD_PLURAL)
+def on_delete(
+    body: kopf.Body, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any
+) -> None:
+    remaining = controller().cleanup(body.metadata["namespace"], body.metadata["name"])
+    logger.info("deleted owned objects; %d pod(s) terminating", remaining)
+
+
+@kopf.on.probe(id="reconcilers")
+def probe(**_: Any) -> int:
+    return len(_state)
