@@ -1,0 +1,41 @@
+# Cascade developer targets. `make demo` and `make test` are the README's two commands.
+VENV := .venv
+BIN := $(VENV)/bin
+NODES ?= 4
+EXAMPLE ?= examples/01-minimal
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: setup crds lint test test-unit test-integration test-helm demo down clean
+
+setup:
+	bash hack/setup.sh
+
+crds: setup
+	$(BIN)/python -m cascade_api.crd
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: setup lint
+	$(BIN)/pytest -m "not slow" -q
+
+test-unit: setup
+	$(BIN)/pytest tests/unit -q
+
+test-integration: setup
+	$(BIN)/pytest -m integration -q
+
+test-helm: setup
+	$(BIN)/pytest -m helm -q
+
+demo: setup
+	bash hack/demo.sh $(NODES) $(EXAMPLE)
+
+down:
+	$(BIN)/cascade dev down
+
+clean: down
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Everything a fresh Debian machine needs, idempotent: system packages, the project's
+# virtual environment, the locally built Kubernetes control plane, and helm.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+need=()
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v ip >/dev/null || need+=(iproute2)
+command -v tc >/dev/null || need+=(iproute2)
+command -v kubectl >/dev/null || need+=(kubernetes-client)
+command -v shellcheck >/dev/null || need+=(shellcheck)
+command -v npm >/dev/null || need+=(npm)
+if [ "${#need[@]}" -gt 0 ]; then
+  echo "installing system packages: ${need[*]}"
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+  .venv/bin/pip install -q -U pip
+fi
+stamp=.venv/.cascade-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
+
+bash hack/build-kube.sh
+bash hack/install-helm.sh >/dev/null
+echo "setup complete"

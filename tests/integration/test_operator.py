@@ -1,0 +1,271 @@
+"""The operator against the real local API server, with real worker processes.
+
+Covers the foundation's acceptance: printer columns and an accurate Available
+condition, `kubectl scale` both ways, invalid manifests rejected or marked Degraded,
+an operator killed mid-reconcile converging without duplicates, and deletion.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+class Kubectl:
+    def __init__(self, kubeconfig: Path, namespace: str) -> None:
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        self.namespace = namespace
+
+    def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        proc = subprocess.run(
+            ["kubectl", "-n", self.namespace, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=60,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
+        return proc.stdout + proc.stderr
+
+    def json(self, *args: str) -> Any:
+        return yaml.safe_load(self(*args, "-o", "json"))
+
+    def apply(self, doc: dict[str, Any], check: bool = True) -> str:
+        return self("apply", "-f", "-", stdin=yaml.safe_dump(doc), check=check)
+
+    def worker_pods(self, md: str) -> list[dict[str, Any]]:
+        pods = self.json(
+            "get", "pods", "-l", f"cascade.dev/deployment={md},app.kubernetes.io/component=worker"
+        )["items"]
+        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+class OperatorProcess:
+    def __init__(self, kubeconfig: Path, log: Path) -> None:
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [str(BIN / "cascade-operator"), "--liveness-port", "0"],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@pytest.fixture(scope="module")
+def kubectl(dev_cluster: Any) -> Iterator[Kubectl]:
+    ns = f"cascade-it-{uuid.uuid4().hex[:6]}"
+    k = Kubectl(Path(dev_cluster.kubeconfig), ns)
+    k("apply", "-f", str(ROOT / "crds"))
+    k("wait", "--for=condition=Established", "crd/modeldeployments.cascade.dev", "--timeout=60s")
+    k("create", "namespace", ns)
+    yield k
+    k("delete", "namespace", ns, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def operator(
+    dev_cluster: Any, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(
+        Path(dev_cluster.kubeconfig), tmp_path_factory.mktemp("op") / "operator.log"
+    )
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+def model_deployment(name: str, replicas: int, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "cascade.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"uri": "file:///var/lib/cascade/models/tiny"},
+            "replicas": replicas,
+            **spec,
+        },
+    }
+
+
+def condition(k: Kubectl, md: str, type_: str) -> dict[str, Any]:
+    status = k.json("get", "md", md).get("status") or {}
+    return next((c for c in status.get("conditions", []) if c["type"] == type_), {})
+
+
+def ready_workers(k: Kubectl, md: str) -> int:
+    return sum(
+        any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in p["status"].get("conditions", [])
+        )
+        for p in k.worker_pods(md)
+    )
+
+
+def test_sample_becomes_available_with_printer_columns(
+    kubectl: Kubectl, operator: OperatorProcess
+) -> None:
+    sample = yaml.safe_load((ROOT / "examples/01-minimal/modeldeployment.yaml").read_text())
+    sample["metadata"]["name"] = "sample"
+    kubectl.apply(sample)
+    wait_for(
+        "sample Available",
+        lambda: condition(kubectl, "sample", "Available").get("status") == "True",
+    )
+    pods = kubectl.worker_pods("sample")
+    assert len(pods) == sample["spec"].get("replicas", 1)
+    assert all(p["spec"]["nodeName"].startswith("cascade-node-") for p in pods)
+    assert all(p["status"]["phase"] == "Running" for p in pods)
+    table = kubectl("get", "md", "sample")
+    assert table.split()[:7] == ["NAME", "MODEL", "DESIRED", "READY", "LOADING", "AVAILABLE", "AGE"]
+    row = table.splitlines()[1].split()
+    assert row[0] == "sample" and row[5] == "True"
+    md = kubectl.json("get", "md", "sample")
+    assert md["status"]["observedGeneration"] == md["metadata"]["generation"]
+    assert (
+        condition(kubectl, "sample", "Available")["observedGeneration"]
+        == md["metadata"]["generation"]
+    )
+
+
+def test_kubectl_scale_up_and_down(kubectl: Kubectl, operator: OperatorProcess) -> None:
+    kubectl.apply(model_deployment("scaler", 1))
+    wait_for("1 worker ready", lambda: ready_workers(kubectl, "scaler") == 1)
+    kubectl("scale", "md/scaler", "--replicas=3")
+    wait_for("3 workers ready", lambda: ready_workers(kubectl, "scaler") == 3)
+    assert len(kubectl.worker_pods("scaler")) == 3
+    wait_for(
+        "status readyReplicas 3",
+        lambda: kubectl.json("get", "md", "scaler")["status"].get("readyReplicas") == 3,
+    )
+    kubectl("scale", "md/scaler", "--replicas=1")
+    wait_for(
+        "2 workers removed",
+        lambda: (
+            len(
+                kubectl.json(
+                    "get",
+                    "pods",
+                    "-l",
+                    "cascade.dev/deployment=scaler,app.kubernetes.io/component=worker",
+                )["items"]
+            )
+            == 1
+        ),
+        timeout=90,
+    )
+    assert [p["metadata"]["name"] for p in kubectl.worker_pods("scaler")] == ["scaler-0"]
+    scale = kubectl.json(
+        "get",
+        "--raw",
+        f"/apis/cascade.dev/v1alpha1/namespaces/{kubectl.namespace}/modeldeployments/scaler/scale",
+    )
+    assert scale["spec"]["replicas"] == 1
+    assert "cascade.dev/deployment=scaler" in scale["status"]["selector"]
+
+
+@pytest.mark.parametrize(
+    ("patch", "field"),
+    [
+        ({"replicas": "three"}, "spec.replicas"),
+        ({"replicas": -1}, "spec.replicas"),
+        ({"multicast": {"k": 0}}, "spec.multicast.k"),
+    ],
+)
+def test_schema_rejects_bad_values(kubectl: Kubectl, patch: dict[str, Any], field: str) -> None:
+    doc = model_deployment("bad", 1)
+    doc["spec"].update(patch)
+    out = kubectl.apply(doc, check=False)
+    assert "Invalid value" in out or "invalid" in out.lower(), out
+    assert field in out, out
+
+
+def test_invariant_violation_is_degraded_and_operator_survives(
+    kubectl: Kubectl, operator: OperatorProcess
+) -> None:
+    kubectl.apply(model_deployment("minmax", 1, scaling={"minReplicas": 5, "maxReplicas": 2}))
+    wait_for("Degraded", lambda: condition(kubectl, "minmax", "Degraded").get("status") == "True")
+    degraded = condition(kubectl, "minmax", "Degraded")
+    assert degraded["reason"] == "InvalidSpec"
+    assert "spec.scaling.minReplicas" in degraded["message"]
+    assert kubectl.worker_pods("minmax") == []
+    events = kubectl("get", "events", "--field-selector", "involvedObject.name=minmax")
+    assert "InvalidSpec" in events
+    assert operator.alive
+    # Fixing the spec recovers without recreating the resource.
+    kubectl.apply(model_deployment("minmax", 1, scaling={"minReplicas": 1, "maxReplicas": 2}))
+    wait_for("recovered", lambda: condition(kubectl, "minmax", "Available").get("status") == "True")
+    assert condition(kubectl, "minmax", "Degraded")["status"] == "False"
+
+
+def test_operator_killed_mid_reconcile_converges_then_delete_cleans_up(
+    kubectl: Kubectl, operator: OperatorProcess
+) -> None:
+    kubectl.apply(model_deployment("crashy", 4))
+    wait_for("first pod created", lambda: len(kubectl.worker_pods("crashy")) >= 1, timeout=60)
+    operator.kill()
+    kubectl("scale", "md/crashy", "--replicas=5")  # a change the dead operator never saw
+    operator.start()
+    wait_for("5 workers ready", lambda: ready_workers(kubectl, "crashy") == 5, timeout=180)
+    names = sorted(p["metadata"]["name"] for p in kubectl.worker_pods("crashy"))
+    assert names == [f"crashy-{i}" for i in range(5)]
+    gateways = kubectl.json("get", "deployments", "-l", "cascade.dev/deployment=crashy")["items"]
+    assert len(gateways) == 1
+    kubectl("delete", "md", "crashy", "--wait=false")
+    selector = "cascade.dev/deployment=crashy"
+    wait_for(
+        "everything owned is gone",
+        lambda: (
+            not kubectl.json("get", "pods,deployments,services", "-l", selector)["items"]
+            and "crashy" not in kubectl("get", "md", "-o", "name")
+        ),
+        timeout=120,
+    )
