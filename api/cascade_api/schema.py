@@ -44,6 +44,8 @@ def _convert(node: Schema, defs: dict[str, Schema]) -> Schema:
     if "anyOf" in node:
         return _convert_any_of(node, defs)
     out: Schema = {k: v for k, v in node.items() if k not in _DROP}
+    if out.get("default") == "":
+        del out["default"]  # API servers before 1.23 read "" as null and reject the CRD
     if out.get("type") == "object" or "properties" in out:
         out["type"] = "object"
         props = {name: _convert(p, defs) for name, p in node.get("properties", {}).items()}

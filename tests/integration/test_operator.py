@@ -103,7 +103,7 @@ class OperatorProcess:
 def kubectl(dev_cluster: Any) -> Iterator[Kubectl]:
     ns = f"cascade-it-{uuid.uuid4().hex[:6]}"
     k = Kubectl(Path(dev_cluster.kubeconfig), ns)
-    k("apply", "-f", str(ROOT / "crds"))
+    k("apply", "--validate=false", "-f", str(ROOT / "crds"))
     k("wait", "--for=condition=Established", "crd/modeldeployments.cascade.dev", "--timeout=60s")
     k("create", "namespace", ns)
     yield k
