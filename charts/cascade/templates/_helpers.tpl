@@ -1,0 +1,108 @@
+{{/*
+Names, labels and the RBAC rule sets shared by the templates.
+*/}}
+
+{{- define "cascade.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name: release-chart, or just the release name when it already contains the chart name.
+*/}}
+{{- define "cascade.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "cascade.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "cascade.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "cascade.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "cascade.labels" -}}
+helm.sh/chart: {{ include "cascade.chart" . }}
+{{ include "cascade.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: cascade
+{{- end }}
+
+{{- define "cascade.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "cascade.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+An image reference from {repository, tag}; an empty tag means the chart's appVersion.
+Usage: include "cascade.image" (list .Values.image.worker .Chart.AppVersion)
+*/}}
+{{- define "cascade.image" -}}
+{{- $image := index . 0 }}
+{{- $appVersion := index . 1 }}
+{{- printf "%s:%s" $image.repository (default $appVersion $image.tag) }}
+{{- end }}
+
+{{/*
+Rules on namespaced resources: granted cluster-wide (ClusterRole) when watchNamespaces is
+empty, else per watched namespace (Role). No wildcards: every verb is listed.
+*/}}
+{{- define "cascade.namespacedRules" -}}
+- apiGroups: ["cascade.dev"]
+  resources: ["modeldeployments"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["cascade.dev"]
+  resources: ["modeldeployments/status", "modeldeployments/scale"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["cascade.dev"]
+  resources: ["scaleplans"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["cascade.dev"]
+  resources: ["scaleplans/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}
+
+{{/*
+Rules on cluster-scoped resources, always in the ClusterRole: kopf scans CRDs to discover
+its resources and lists/watches namespaces; the planner reads node topology.
+*/}}
+{{- define "cascade.clusterRules" -}}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["get", "list", "watch"]
+{{- end }}

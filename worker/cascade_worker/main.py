@@ -1,0 +1,80 @@
+"""`cascade-worker`: the process inside every worker pod.
+
+In this release the worker only starts, reports who it is and answers the probes, so the
+operator, the chart and the local cluster can run real worker pods end to end. The block
+store, the weight transport (multicast chains over UCX) and the engine that runs a layer
+range come in later issues; they will hang their routes and metrics on the same app.
+
+Endpoints (port $CASCADE_WORKER_PORT, default 8080, bound to $POD_IP when set):
+``/healthz``, ``/readyz`` and ``/metrics`` from :mod:`cascade_worker.health`, plus
+``GET /v1/status`` -> ``{pod, model_uri, phase, blocks_loaded}`` (always ``idle`` / 0 now).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Gauge, Info
+
+from cascade_worker.config import WorkerConfig, load_config
+from cascade_worker.health import create_app, new_registry, serve, setup_logging
+
+log = logging.getLogger("cascade_worker")
+
+CONFIG_KEY = web.AppKey("cascade_worker_config", WorkerConfig)
+
+
+def register_metrics(registry: CollectorRegistry, config: WorkerConfig) -> None:
+    """The worker's own series; the engine's series join them later."""
+    info = Info(
+        "cascade_worker", "Which model and deployment this worker serves.", registry=registry
+    )
+    info.info({"model": config.model_uri, "deployment": config.deployment})
+    up = Gauge("cascade_worker_up", "1 while the worker process is serving.", registry=registry)
+    up.set(1)
+
+
+async def _status(request: web.Request) -> web.Response:
+    config = request.app[CONFIG_KEY]
+    return web.json_response(
+        {
+            "pod": config.pod_name,
+            "model_uri": config.model_uri,
+            # No engine yet: nothing is ever loading or serving.
+            "phase": "idle",
+            "blocks_loaded": 0,
+        }
+    )
+
+
+def build_app(config: WorkerConfig) -> web.Application:
+    registry = new_registry()
+    register_metrics(registry, config)
+    app = create_app(registry)
+    app[CONFIG_KEY] = config
+    app.router.add_get("/v1/status", _status)
+    return app
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    setup_logging(os.environ)
+    config = load_config(sys.argv[1:] if argv is None else argv, os.environ)
+    log.info(
+        "cascade-worker pod=%s deployment=%s model=%s",
+        config.pod_name,
+        config.deployment or "-",
+        config.model_uri or "-",
+    )
+    asyncio.run(
+        serve(build_app(config), config.host, config.port, drain_seconds=config.drain_seconds)
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
