@@ -83,12 +83,13 @@ def _probe(path: str, period: int, failures: int) -> Manifest:
 
 def _worker_resources(spec: ModelDeploymentSpec) -> Manifest:
     shape = spec.instance
-    requests: dict[str, Any] = dict(shape.resources.requests)
-    limits: dict[str, Any] = dict(shape.resources.limits)
+    # Quantities travel as strings: the API accepts "4" where a bare 4 is refused.
+    requests = {k: str(v) for k, v in shape.resources.requests.items()}
+    limits = {k: str(v) for k, v in shape.resources.limits.items()}
     if shape.gpus:
         # Extended resources must be equal in requests and limits.
-        for key in (c.GPU_RESOURCE, c.RDMA_RESOURCE):
-            requests[key] = limits[key] = shape.gpus if key == c.GPU_RESOURCE else 1
+        requests[c.GPU_RESOURCE] = limits[c.GPU_RESOURCE] = str(shape.gpus)
+        requests[c.RDMA_RESOURCE] = limits[c.RDMA_RESOURCE] = "1"
     return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
 

@@ -1,0 +1,207 @@
+"""`cascade dev up/down/status/url`: the lifecycle of the local cluster.
+
+`up` is a reconcile: every step (binaries, PKI, kubeconfigs, cluster.json, switches,
+control plane, node agent) checks before it acts, so running it on a live cluster only
+restarts the node agent when the node list changed. `down` stops everything in reverse,
+sweeps whatever still runs for the state dir, deletes the fabric and wipes etcd and pods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from cascade_dev import controlplane, netlinks, processes, toolchain
+from cascade_dev.kubeapi import KubeApi
+from cascade_dev.kubeconfig import write_kubeconfig
+from cascade_dev.paths import StatePaths, venv_python
+from cascade_dev.pki import Pki, ensure_pki
+from cascade_dev.topology import MODE_NETNS, ClusterPlan, plan_cluster
+from cascade_dev.urls import parse_target, resolve_url
+
+AGENT = "nodeagent"
+AGENT_MODULE = "cascade_dev.nodeagent"
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    nodes: int = 4
+    gpus_per_node: int = 8
+    nic_mbit: int = 1000
+    spine_mbit: int | None = None
+    nodes_per_leaf: int = 4
+    fabric: str = "auto"  # auto | netns | loopback
+    timeout: float = 120.0
+    wait_nodes: bool = True
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _write_plan(paths: StatePaths, plan: ClusterPlan) -> bool:
+    """Write cluster.json; True when its content changed."""
+    text = json.dumps(plan.to_json(), indent=2) + "\n"
+    if paths.cluster_json.exists() and paths.cluster_json.read_text() == text:
+        return False
+    tmp = paths.cluster_json.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(paths.cluster_json)
+    return True
+
+
+def load_plan(paths: StatePaths) -> ClusterPlan | None:
+    try:
+        return ClusterPlan.from_json(json.loads(paths.cluster_json.read_text()))
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return None
+
+
+def agent_available() -> bool:
+    try:
+        return importlib.util.find_spec(f"{AGENT_MODULE}.__main__") is not None
+    except ImportError:
+        return False
+
+
+def up(paths: StatePaths, opts: UpOptions) -> ClusterPlan:
+    mode = netlinks.choose_mode(opts.fabric)
+    toolchain.ensure_system_tools(need_ip=mode == MODE_NETNS)
+    bin_dir = toolchain.ensure_kube_binaries()
+    plan = plan_cluster(
+        opts.nodes,
+        mode=mode,
+        gpus_per_node=opts.gpus_per_node,
+        nic_mbit=opts.nic_mbit,
+        spine_mbit=opts.spine_mbit,
+        nodes_per_leaf=opts.nodes_per_leaf,
+    )
+    old = load_plan(paths)
+    if old and old.mode != plan.mode and processes.running(paths, controlplane.APISERVER):
+        raise RuntimeError(f"cluster runs a {old.mode} fabric; `cascade dev down` to switch")
+    paths.root.mkdir(parents=True, exist_ok=True)
+    pki = ensure_pki(paths.pki)
+    write_kubeconfig(paths.kubeconfig, pki, "admin")
+    for stem in ("controller-manager", "scheduler"):
+        write_kubeconfig(paths.pki / f"{stem}.kubeconfig", pki, stem)
+    changed = _write_plan(paths, plan)
+    netlinks.ensure_switches(plan)
+    _log(f"control plane: starting what is not running (logs in {paths.logs})")
+    api = controlplane.start_control_plane(paths, pki, bin_dir, plan.host_ip, opts.timeout)
+    _prune_nodes(api, plan)
+    if not agent_available():
+        _log(f"warning: {AGENT_MODULE} is not installed; nodes will not register")
+        return plan
+    if changed:
+        processes.stop(paths, AGENT)
+    processes.start(
+        paths,
+        AGENT,
+        [venv_python(), "-m", AGENT_MODULE, "--state-dir", str(paths.root)],
+        env={"KUBECONFIG": str(paths.kubeconfig)},
+    )
+    if opts.wait_nodes:
+        wait_nodes_ready(paths, api, plan, opts.timeout)
+    return plan
+
+
+def _prune_nodes(api: KubeApi, plan: ClusterPlan) -> None:
+    """Delete Node objects of simulated nodes that an earlier, larger `up` registered."""
+    wanted = {n.name for n in plan.nodes}
+    for item in api.get("/api/v1/nodes").get("items", []):
+        name = item["metadata"]["name"]
+        if name.startswith("cascade-node-") and name not in wanted:
+            api.delete(f"/api/v1/nodes/{name}")
+
+
+def ready_nodes(api: KubeApi) -> set[str]:
+    ready = set()
+    for item in api.get("/api/v1/nodes").get("items", []):
+        for cond in item.get("status", {}).get("conditions") or []:
+            if cond.get("type") == "Ready" and cond.get("status") == "True":
+                ready.add(item["metadata"]["name"])
+    return ready
+
+
+def wait_nodes_ready(paths: StatePaths, api: KubeApi, plan: ClusterPlan, timeout: float) -> None:
+    wanted = {n.name for n in plan.nodes}
+    controlplane.wait_for(
+        f"nodes {sorted(wanted)} to be Ready",
+        lambda: wanted <= ready_nodes(api),
+        paths,
+        AGENT,
+        timeout,
+        interval=0.5,
+    )
+
+
+def _pod_pids(paths: StatePaths) -> list[int]:
+    pids = [processes.read_pid(p) for p in paths.pods.glob("*/*.pid")]
+    return [p for p in pids if p is not None]
+
+
+def _netns_pids() -> list[int]:
+    names = [n for n in netlinks.netns_names() if n.startswith("cxp-")]
+    return [pid for ns in names for pid in netlinks.netns_pids(ns)]
+
+
+def _unmount_under(root: Path) -> None:
+    """Lazily unmount anything left mounted inside the state dir (e.g. pod volumes)."""
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for mnt in sorted((m for m in mounts if m.startswith(f"{root}/")), reverse=True):
+        subprocess.run(["umount", "-l", mnt], check=False, capture_output=True)
+
+
+def down(paths: StatePaths) -> None:
+    processes.stop(paths, AGENT)
+    processes.terminate(_pod_pids(paths) + _netns_pids(), grace=5.0)
+    controlplane.stop_control_plane(paths)
+    processes.terminate(processes.stragglers(paths.root), grace=3.0)
+    if paths.root.exists():
+        _unmount_under(paths.root)
+    if netlinks.choose_mode("auto") == MODE_NETNS:
+        netlinks.teardown()
+    for path in (paths.etcd, paths.pods):
+        shutil.rmtree(path, ignore_errors=True)
+    for pidfile in paths.root.glob("*.pid"):
+        pidfile.unlink()
+    with contextlib.suppress(FileNotFoundError):
+        paths.cluster_json.unlink()
+
+
+def url(paths: StatePaths, target_text: str) -> str:
+    target = parse_target(target_text)
+    api = KubeApi(Pki(paths.pki))
+    base = f"/api/v1/namespaces/{target.namespace}"
+    service = api.get(f"{base}/services/{target.service}")
+    endpoints = api.get(f"{base}/endpoints/{target.service}")
+    return resolve_url(service, endpoints, target.port)
+
+
+def status(paths: StatePaths) -> str:
+    lines = [f"state dir: {paths.root}"]
+    for name in (*controlplane.COMPONENTS, AGENT):
+        pid = processes.running(paths, name)
+        lines.append(f"  {name:24} {'running pid ' + str(pid) if pid else 'stopped'}")
+    plan = load_plan(paths)
+    if plan is None:
+        lines.append("cluster: down")
+        return "\n".join(lines)
+    lines.append(f"fabric: {plan.mode}, host {plan.host_ip}, spine {plan.spine_mbit} Mbit/s")
+    api = KubeApi(Pki(paths.pki))
+    up_now = api.ready()
+    lines.append(f"apiserver: {'ready' if up_now else 'not ready'} (kubeconfig {paths.kubeconfig})")
+    ready = ready_nodes(api) if up_now else set()
+    for n in plan.nodes:
+        state = "Ready" if n.name in ready else "NotReady"
+        lines.append(
+            f"  {n.name:18} {state:9} {n.ip:15} {n.leaf} {n.zone} gpus={n.gpus} "
+            f"nic={n.nic_in_mbit}Mbit/s"
+        )
+    return "\n".join(lines)

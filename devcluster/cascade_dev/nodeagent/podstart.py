@@ -1,0 +1,215 @@
+"""Starting a container: from its spec to a running, watched, probed process.
+
+`prepare` turns the container spec into an argv and environment (env with refs, image
+mapping, bind mounts, the service-account kubeconfig fallback without root), raising
+StartError with the waiting reason kubelet would show (ErrImagePull,
+CreateContainerConfigError) when that is not possible yet; `start_container` launches
+it, records it, emits kubelet's events and starts its probes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import images, runner
+from .containers import Run
+from .env import EnvError, ObjectGetter, base_env, container_env, expand_argv
+from .kube import TRANSIENT
+from .probes import ContainerProbes
+from .runner import Mount, build_argv
+from .timeutil import now
+from .volumes import SA_MOUNT_PATH, VolumeError, mounts_for, sa_kubeconfig
+
+if TYPE_CHECKING:
+    from .pods import PodWorker
+
+log = logging.getLogger(__name__)
+
+CONFIG_ERROR = "CreateContainerConfigError"
+RUN_ERROR = "RunContainerError"
+RETRY_S = 5.0
+IMAGE_RETRY_S = 20.0
+
+
+class StartError(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class HostEnv:
+    """What the host contributes to every container."""
+
+    bin_dir: str
+    path: str
+    home: str
+    can_mount: bool
+    api_server: str  # https://host:6443 as pods reach it
+
+
+@dataclass(frozen=True)
+class Prepared:
+    argv: list[str]
+    env: dict[str, str]
+    image_id: str
+
+
+def _is_exec(p: str) -> bool:
+    return os.path.isfile(p) and os.access(p, os.X_OK)
+
+
+def _write_sa_kubeconfig(
+    pod: Mapping[str, Any], pod_dir: Path, mounts: list[Mount], host: HostEnv
+) -> Path | None:
+    sa = next((m for m in mounts if m.target.rstrip("/") == SA_MOUNT_PATH), None)
+    if sa is None:
+        return None
+    src = Path(sa.source)
+    try:
+        token = (src / "token").read_text().strip()
+    except OSError:
+        return None
+    ca = (src / "ca.crt").read_bytes() if (src / "ca.crt").exists() else None
+    ns = str((pod.get("metadata") or {}).get("namespace", "default"))
+    path = pod_dir / "kubeconfig"
+    path.write_text(json.dumps(sa_kubeconfig(host.api_server, token, ca, ns)))
+    os.chmod(path, 0o600)
+    return path
+
+
+def prepare(
+    run: Run,
+    pod: Mapping[str, Any],
+    *,
+    pod_dir: Path,
+    prefix: list[str],
+    volumes: Mapping[str, Path],
+    base: Mapping[str, str],
+    pod_ip: str,
+    host_ip: str,
+    host: HostEnv,
+    get_secret: ObjectGetter,
+    get_config_map: ObjectGetter,
+) -> Prepared:
+    spec = run.spec
+    try:
+        env = container_env(
+            spec,
+            pod,
+            base,
+            pod_ip=pod_ip,
+            host_ip=host_ip,
+            get_secret=get_secret,
+            get_config_map=get_config_map,
+        )
+        mounts = mounts_for(spec, volumes)
+    except (EnvError, VolumeError) as e:
+        raise StartError(CONFIG_ERROR, str(e)) from e
+    resolved = images.resolve(
+        run.image,
+        expand_argv(list(spec.get("command") or []), env),
+        expand_argv(list(spec.get("args") or []), env),
+        bin_dir=host.bin_dir,
+        which=lambda name: shutil.which(name, path=host.path),
+        is_exec=_is_exec,
+    )
+    if isinstance(resolved, images.Unavailable):
+        raise StartError(resolved.reason, resolved.message)
+    if not host.can_mount and mounts:
+        kc = _write_sa_kubeconfig(pod, pod_dir, mounts, host)
+        if kc is not None and "KUBECONFIG" not in env:
+            env["KUBECONFIG"] = str(kc)
+        log.warning(
+            "container %s: not root, volumes are not mounted at their mountPaths "
+            "(service account via KUBECONFIG=%s)",
+            run.name,
+            kc,
+        )
+    argv = build_argv(resolved.argv, prefix, mounts, can_mount=host.can_mount)
+    return Prepared(argv, env, resolved.image_id)
+
+
+def start_container(w: PodWorker, run: Run) -> list[float]:
+    """Start `run` unless it is backing off; returns when to look again, if needed."""
+    t = time.monotonic()
+    if run.retry_at is not None and t < run.retry_at:
+        return [run.retry_at - t]
+    host = w.ctx.host
+    base = base_env(
+        w.pod,
+        pod_ip=w.pod_ip or "",
+        node_name=w.node,
+        api_host=str(w.ctx.fabric.host_ip),
+        path=host.path,
+        home=host.home,
+    )
+    kube = w.ctx.kube
+    try:
+        prep = prepare(
+            run,
+            w.pod,
+            pod_dir=w.dir,
+            prefix=w.ctx.fabric.exec_prefix(w.net),
+            volumes=w.volumes or {},
+            base=base,
+            pod_ip=w.pod_ip or "",
+            host_ip=w.host_ip(),
+            host=host,
+            get_secret=lambda ns, name: kube.get(f"/api/v1/namespaces/{ns}/secrets/{name}"),
+            get_config_map=lambda ns, name: kube.get(f"/api/v1/namespaces/{ns}/configmaps/{name}"),
+        )
+    except StartError as e:
+        return _not_started(w, run, e.reason, e.message, IMAGE_RETRY_S)
+    except TRANSIENT as e:
+        return _not_started(w, run, CONFIG_ERROR, str(e), RETRY_S)
+    w.event("Pulled", f'Container image "{run.image}" already present on machine', run)
+    try:
+        proc = runner.launch(
+            prep.argv, prep.env, w.dir, w.dir / f"{run.name}.log", w.dir / f"{run.name}.pid"
+        )
+    except OSError as e:
+        return _not_started(w, run, RUN_ERROR, str(e), RETRY_S)
+    run.started(proc, prep.image_id, now())
+    run.checkpoint(w.record_path(run), proc.start_ticks)
+    w.ctx.exits.watch(proc, functools.partial(w.on_exit, run.name, proc.pid))
+    w.event("Created", f"Created container {run.name}", run)
+    w.event("Started", f"Started container {run.name}", run)
+    start_probes(w, run)
+    return []
+
+
+def _not_started(w: PodWorker, run: Run, reason: str, message: str, retry: float) -> list[float]:
+    run.waiting_reason, run.waiting_message = reason, message
+    run.retry_at = time.monotonic() + retry
+    if run.last_event != message:
+        run.last_event = message
+        w.event("Failed", f"Error: {reason}: {message}", run, warning=True)
+    return [retry]
+
+
+def start_probes(w: PodWorker, run: Run) -> None:
+    spec = run.spec
+    probed = any(spec.get(k) for k in ("livenessProbe", "readinessProbe", "startupProbe"))
+    if run.init or not probed or run.probes is not None:
+        return
+    name = run.name
+    run.probes = ContainerProbes(
+        spec,
+        w.pod_ip or "127.0.0.1",
+        on_change=lambda: w.ctx.queue.add(w.uid),
+        on_fatal=lambda kind, msg: w.on_fatal(name, kind, msg),
+        on_failure=lambda kind, msg: w.event(
+            "Unhealthy", f"{kind.capitalize()} probe failed: {msg}", run, warning=True
+        ),
+    )

@@ -1,0 +1,88 @@
+"""Helpers for tests that need the real local cluster (like `kopf.testing`).
+
+tests/integration/conftest.py builds its session fixture `dev_cluster` from these, and
+any test can use `DevCluster` to talk to the cluster through kubectl or `cascade dev`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cascade_dev.paths import APISERVER_PORT, ETCD_BINARY, KUBE_BINARIES, kube_bin_dir
+
+CASCADE = str(Path(sys.executable).parent / "cascade")
+
+
+def missing_prerequisites() -> str | None:
+    """Why the local cluster cannot start on this machine, or None."""
+    missing = [b for b in KUBE_BINARIES if not (kube_bin_dir() / b).exists()]
+    if missing:
+        return f"kube binaries not built ({', '.join(missing)}): run hack/build-kube.sh"
+    if not ETCD_BINARY.exists():
+        return f"{ETCD_BINARY} missing: apt-get install etcd-server"
+    return None
+
+
+def apiserver_port_busy() -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", APISERVER_PORT)) == 0
+
+
+def cascade_dev(
+    state_dir: Path, *args: str, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run `cascade dev --state-dir DIR ARGS...`; raise AssertionError with its output."""
+    proc = subprocess.run(
+        [CASCADE, "dev", "--state-dir", str(state_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"cascade dev {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}"
+        )
+    return proc
+
+
+@dataclass(frozen=True)
+class DevCluster:
+    """Handle on a running local cluster."""
+
+    state_dir: Path
+    kubeconfig: Path
+    nodes: int
+    env: dict[str, str] = field(default_factory=dict)  # os.environ + KUBECONFIG
+
+    @classmethod
+    def at(cls, state_dir: Path, nodes: int) -> DevCluster:
+        kubeconfig = state_dir / "kubeconfig"
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        return cls(state_dir=state_dir, kubeconfig=kubeconfig, nodes=nodes, env=env)
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            ["kubectl", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=120,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
+        return proc
+
+    def url(self, target: str) -> str:
+        """`cascade dev url NAMESPACE/SERVICE[:PORT]`."""
+        return cascade_dev(self.state_dir, "url", target).stdout.strip()
