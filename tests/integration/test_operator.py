@@ -203,11 +203,8 @@ def test_kubectl_scale_up_and_down(kubectl: Kubectl, operator: OperatorProcess) 
         timeout=90,
     )
     assert [p["metadata"]["name"] for p in kubectl.worker_pods("scaler")] == ["scaler-0"]
-    scale = kubectl.json(
-        "get",
-        "--raw",
-        f"/apis/cascade.dev/v1alpha1/namespaces/{kubectl.namespace}/modeldeployments/scaler/scale",
-    )
+    path = f"/apis/cascade.dev/v1alpha1/namespaces/{kubectl.namespace}/modeldeployments/scaler"
+    scale = yaml.safe_load(kubectl("get", "--raw", f"{path}/scale"))
     assert scale["spec"]["replicas"] == 1
     assert "cascade.dev/deployment=scaler" in scale["status"]["selector"]
 
