@@ -10,6 +10,8 @@ import os
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,3 +88,13 @@ class DevCluster:
     def url(self, target: str) -> str:
         """`cascade dev url NAMESPACE/SERVICE[:PORT]`."""
         return cascade_dev(self.state_dir, "url", target).stdout.strip()
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 120.0) -> None:
+    """Poll `check` every half second until it holds; fail naming `what` on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")

@@ -11,14 +11,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from cascade_dev.testing import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -55,15 +56,6 @@ class Kubectl:
             "get", "pods", "-l", f"cascade.dev/deployment={md},app.kubernetes.io/component=worker"
         )["items"]
         return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 class OperatorProcess:
