@@ -17,10 +17,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cascade_dev.fabric import Fabric
+
 from .env import API_PORT
 from .events import EventRecorder
 from .heartbeat import Heartbeat
 from .kube import Kube
+from .logserver import LogServer
 from .nodes import NodeSpec, load_nodes
 from .pods import RETRY_S, AgentContext, PodWorker
 from .podstart import HostEnv
@@ -34,11 +37,12 @@ WORKERS = 4
 
 
 class Agent:
-    def __init__(self, state_dir: Path, kubeconfig: Path, fabric: Any) -> None:
+    def __init__(self, state_dir: Path, kubeconfig: Path, fabric: Fabric) -> None:
         cluster = json.loads((state_dir / "cluster.json").read_text())
         self.nodes: list[NodeSpec] = load_nodes(cluster)
         self.node_names = {n.name for n in self.nodes}
         self.kube = Kube(kubeconfig)
+        self.state_dir = state_dir
         self.stop = threading.Event()
         self.queue = WorkQueue()
         bin_dir = os.path.dirname(sys.executable)
@@ -68,6 +72,8 @@ class Agent:
         self._lock = threading.Lock()
         self._cache: dict[str, dict[str, Any]] = {}
         self._workers: dict[str, PodWorker] = {}
+        # Torn down and deleted, but the watch has not said DELETED yet: leave alone.
+        self._done: set[str] = set()
         if not host.can_mount:
             log.warning(
                 "not root: volumes are not bind-mounted at their mountPaths; pods get the "
@@ -80,6 +86,7 @@ class Agent:
         with self._lock:
             if pod is None:
                 self._cache.pop(uid, None)
+                self._done.discard(uid)
             else:
                 self._cache[uid] = pod
         self.queue.add(uid)
@@ -89,8 +96,17 @@ class Agent:
         with self._lock:
             gone = (set(self._cache) | set(self._workers)) - set(live)
             self._cache = live
+            self._done &= set(live)
         for uid in [*live, *gone]:
             self.queue.add(uid)
+
+    def _find_pod(self, namespace: str, name: str) -> Path | None:
+        with self._lock:
+            for uid, pod in self._cache.items():
+                meta = pod.get("metadata") or {}
+                if meta.get("namespace") == namespace and meta.get("name") == name:
+                    return self.ctx.pods_dir / uid
+        return None
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -115,6 +131,8 @@ class Agent:
         if self.stop.is_set():
             return
         threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True).start()
+        ips = [self.ctx.fabric.node_ip(n.name) for n in self.nodes]
+        LogServer(ips, self._find_pod, self.state_dir / "nodeagent").start()
         while not self.stop.is_set():
             try:
                 self.watcher.list()
@@ -146,8 +164,9 @@ class Agent:
         with self._lock:
             pod = self._cache.get(uid)
             worker = self._workers.get(uid)
+            done = uid in self._done
         if worker is None:
-            if pod is None:
+            if pod is None or done:
                 return
             worker = PodWorker(uid, str(pod["spec"]["nodeName"]), self.ctx, pod)
             with self._lock:
@@ -156,5 +175,7 @@ class Agent:
         if worker.finished:
             with self._lock:
                 self._workers.pop(uid, None)
+                if uid in self._cache:
+                    self._done.add(uid)
         elif delay is not None:
             self.queue.add_after(uid, delay)

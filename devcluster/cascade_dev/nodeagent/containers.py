@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .lifecycle import CRASH_LOOP, next_backoff
+from .lifecycle import CRASH_LOOP, next_backoff, should_restart
 from .podstatus import CONTAINER_CREATING, ContainerView, Terminated
 from .probes import ContainerProbes
 from .runner import Proc, Record, write_record
@@ -52,6 +52,32 @@ class Run:
     @property
     def succeeded(self) -> bool:
         return self.terminated is not None and self.terminated.exit_code == 0
+
+    def exited(
+        self,
+        code: int | None,
+        finished: datetime,
+        *,
+        policy: str | None,
+        mono: float,
+        pod_label: str,
+        record: Path,
+    ) -> float | None:
+        """The process ended with `code` (None: unknown, it was not our child). Checkpoint
+        it and apply the restart `policy` (None: the pod is stopping, no restart); returns
+        the back-off delay when a restart is scheduled."""
+        unknown = code is None
+        term = Terminated(
+            137 if code is None else code,
+            finished,
+            self.started_at,
+            f"cascade://{self.pid}",
+            reason="ContainerStatusUnknown" if unknown else None,
+            message="exited while no node agent was its parent" if unknown else None,
+        )
+        self.checkpoint(record, 0, term)
+        restart = policy is not None and should_restart(policy, term.exit_code, init=self.init)
+        return self.finish(term, restart=restart, mono=mono, pod_label=pod_label)
 
     def finish(
         self, term: Terminated, *, restart: bool, mono: float, pod_label: str

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from cascade_dev.fabric import Fabric
+
 from .kube import MERGE, TRANSIENT, Kube
 from .nodes import (
     LEASE_NAMESPACE,
@@ -33,7 +35,7 @@ STATUS_EVERY = 4  # lease periods between node status posts (40 s)
 
 class Heartbeat:
     def __init__(
-        self, kube: Kube, nodes: Sequence[NodeSpec], fabric: Any, stop: threading.Event
+        self, kube: Kube, nodes: Sequence[NodeSpec], fabric: Fabric, stop: threading.Event
     ) -> None:
         self._kube, self._nodes, self._fabric, self._stop = kube, list(nodes), fabric, stop
         self._uids: dict[str, str] = {}
@@ -115,3 +117,5 @@ class Heartbeat:
                         self.post_status(spec)
                 except TRANSIENT as e:
                     log.warning("heartbeat for %s failed: %s", spec.name, e)
+                except Exception:  # keep beating for the other nodes, and next time
+                    log.exception("heartbeat for %s failed", spec.name)

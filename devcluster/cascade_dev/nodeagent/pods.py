@@ -21,17 +21,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from cascade_dev.fabric import Fabric, PodNet
+
 from . import lifecycle, runner
 from .containers import Run
 from .events import EventRecorder
 from .kube import TRANSIENT, Kube
-from .podstart import HostEnv, start_container, start_probes
-from .podstatus import CONTAINER_CREATING, POD_INITIALIZING, Terminated, changed, compute_status
+from .podstart import HostEnv, start_container
+from .podstatus import CONTAINER_CREATING, POD_INITIALIZING, changed, compute_status
 from .procwatch import ExitWatcher
 from .runner import read_record
+from .sandbox import ensure_sandbox
 from .teardown import terminate
 from .timeutil import now, parse_time
-from .volumes import VolumeError, materialize
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ class AgentContext:
     """What every pod worker shares."""
 
     kube: Kube
-    fabric: Any  # cascade_dev.fabric.Fabric
+    fabric: Fabric
     events: EventRecorder
     exits: ExitWatcher
     queue: WorkQueue
@@ -60,7 +62,7 @@ class PodWorker:
         self.uid, self.node, self.ctx = uid, node, ctx
         self.pod: dict[str, Any] = pod or {}
         self.dir = ctx.pods_dir / uid
-        self.net: Any = None  # cascade_dev.fabric.PodNet once attached
+        self.net: PodNet | None = None
         self.pod_ip: str | None = None
         self.volumes: dict[str, Path] | None = None
         self.runs: dict[str, Run] = {}
@@ -70,7 +72,7 @@ class PodWorker:
         self.terminal = status.get("phase") in TERMINAL
         self.term_deadline: float | None = None
         self.finished = False
-        self._mount_msg = ""
+        self.mount_msg = ""  # last FailedMount message, to report each problem once
         self._lock = threading.Lock()
         self._exits: list[tuple[str, int, int | None]] = []
         self._fatal: list[tuple[str, str]] = []
@@ -153,7 +155,7 @@ class PodWorker:
             return None
         wakes: list[float] = []
         self.drain()
-        if self._sandbox():
+        if ensure_sandbox(self):
             wakes += self._kills()
             wakes += self._starts()
         else:
@@ -185,59 +187,18 @@ class PodWorker:
             run.kill_deadline = time.monotonic() + grace
 
     def _exited(self, run: Run, code: int | None, finished: datetime, event: bool = True) -> None:
-        unknown = code is None
-        term = Terminated(
-            137 if code is None else code,
-            finished,
-            run.started_at,
-            f"cascade://{run.pid}",
-            reason="ContainerStatusUnknown" if unknown else None,
-            message="exited while no node agent was its parent" if unknown else None,
-        )
-        run.checkpoint(self.record_path(run), 0, term)
-        policy = lifecycle.restart_policy(self.pod)
-        restart = (
-            not self.terminal
-            and self.term_deadline is None
-            and lifecycle.should_restart(policy, term.exit_code, init=run.init)
-        )
+        stopping = self.terminal or self.term_deadline is not None
         m = self.pod.get("metadata") or {}
-        label = f"{m.get('name')}_{m.get('namespace')}({self.uid})"
-        delay = run.finish(term, restart=restart, mono=time.monotonic(), pod_label=label)
+        delay = run.exited(
+            code,
+            finished,
+            policy=None if stopping else lifecycle.restart_policy(self.pod),
+            mono=time.monotonic(),
+            pod_label=f"{m.get('name')}_{m.get('namespace')}({self.uid})",
+            record=self.record_path(run),
+        )
         if delay is not None and event:
             self.event("BackOff", "Back-off restarting failed container", run, warning=True)
-
-    def _sandbox(self) -> bool:
-        if self.net is None:
-            try:
-                self.net = self.ctx.fabric.attach_pod(self.node, self.uid)
-                self.pod_ip = self.net.ip
-            except Exception as e:
-                log.exception("pod %s: fabric attach failed", self.uid)
-                self.event("FailedCreatePodSandBox", f"fabric attach failed: {e}", warning=True)
-                return False
-        for run in self.runs.values():
-            if run.proc is not None:
-                start_probes(self, run)  # re-adopted processes get their probes here
-        if self.volumes is None:
-            try:
-                self.volumes = materialize(
-                    self.pod,
-                    self.dir,
-                    self.ctx.kube,
-                    pod_ip=self.pod_ip or "",
-                    host_ip=self.host_ip(),
-                )
-            except (VolumeError, *TRANSIENT) as e:
-                msg = f"MountVolume.SetUp failed: {e}"
-                for run in self.runs.values():
-                    if not run.ran_before:
-                        run.waiting_message = msg
-                if msg != self._mount_msg:
-                    self._mount_msg = msg
-                    self.event("FailedMount", msg, warning=True)
-                return False
-        return True
 
     def _kills(self) -> list[float]:
         """SIGKILL containers whose liveness-restart grace period ran out."""

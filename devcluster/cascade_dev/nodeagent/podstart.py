@@ -63,6 +63,7 @@ class Prepared:
     argv: list[str]
     env: dict[str, str]
     image_id: str
+    command: list[str]  # the container's own command line, for the log
 
 
 def _is_exec(p: str) -> bool:
@@ -137,7 +138,7 @@ def prepare(
             kc,
         )
     argv = build_argv(resolved.argv, prefix, mounts, can_mount=host.can_mount)
-    return Prepared(argv, env, resolved.image_id)
+    return Prepared(argv, env, resolved.image_id, resolved.argv)
 
 
 def start_container(w: PodWorker, run: Run) -> list[float]:
@@ -160,7 +161,7 @@ def start_container(w: PodWorker, run: Run) -> list[float]:
             run,
             w.pod,
             pod_dir=w.dir,
-            prefix=w.ctx.fabric.exec_prefix(w.net),
+            prefix=w.ctx.fabric.exec_prefix(w.net) if w.net else [],
             volumes=w.volumes or {},
             base=base,
             pod_ip=w.pod_ip or "",
@@ -176,7 +177,12 @@ def start_container(w: PodWorker, run: Run) -> list[float]:
     w.event("Pulled", f'Container image "{run.image}" already present on machine', run)
     try:
         proc = runner.launch(
-            prep.argv, prep.env, w.dir, w.dir / f"{run.name}.log", w.dir / f"{run.name}.pid"
+            prep.argv,
+            prep.env,
+            w.dir,
+            w.dir / f"{run.name}.log",
+            w.dir / f"{run.name}.pid",
+            shown=prep.command,
         )
     except OSError as e:
         return _not_started(w, run, RUN_ERROR, str(e), RETRY_S)

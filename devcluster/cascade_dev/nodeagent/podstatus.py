@@ -64,18 +64,14 @@ class ContainerView:
 
 
 def _terminated(t: Terminated) -> dict[str, Any]:
-    d: dict[str, Any] = {
+    return {
         "exitCode": t.exit_code,
         "reason": t.reason or ("Completed" if t.exit_code == 0 else "Error"),
+        "message": t.message,
+        "startedAt": rfc3339(t.started_at) if t.started_at is not None else None,
         "finishedAt": rfc3339(t.finished_at),
+        "containerID": t.container_id,
     }
-    if t.started_at is not None:
-        d["startedAt"] = rfc3339(t.started_at)
-    if t.container_id:
-        d["containerID"] = t.container_id
-    if t.message:
-        d["message"] = t.message
-    return d
 
 
 def container_status(v: ContainerView) -> dict[str, Any]:
@@ -85,10 +81,7 @@ def container_status(v: ContainerView) -> dict[str, Any]:
     elif v.terminated is not None:
         state["terminated"] = _terminated(v.terminated)
     else:
-        waiting: dict[str, Any] = {"reason": v.waiting_reason}
-        if v.waiting_message:
-            waiting["message"] = v.waiting_message
-        state["waiting"] = waiting
+        state["waiting"] = {"reason": v.waiting_reason, "message": v.waiting_message}
     last = {"terminated": _terminated(v.last_terminated)} if v.last_terminated else {}
     return {
         "name": v.name,
@@ -140,12 +133,13 @@ def pod_phase(policy: str, init: Sequence[ContainerView], app: Sequence[Containe
 def _cond(
     ctype: str, ok: bool, reason: str | None = None, message: str | None = None
 ) -> dict[str, Any]:
-    d: dict[str, Any] = {"type": ctype, "status": "True" if ok else "False"}
-    if reason:
-        d["reason"] = reason
-    if message:
-        d["message"] = message
-    return d
+    # reason/message always present (null clears a stale one under strategic merge)
+    return {
+        "type": ctype,
+        "status": "True" if ok else "False",
+        "reason": reason,
+        "message": message,
+    }
 
 
 def pod_conditions(

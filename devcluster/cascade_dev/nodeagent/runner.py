@@ -28,6 +28,9 @@ from pathlib import Path
 
 from .timeutil import now, rfc3339
 
+# Starts the line the agent writes into a container's log at each launch.
+LOG_HEADER = b"--- cascade node agent "
+
 
 @dataclass(frozen=True)
 class Mount:
@@ -150,10 +153,13 @@ def launch(
     cwd: Path,
     log_path: Path,
     pid_path: Path,
+    shown: Sequence[str] | None = None,
 ) -> Proc:
-    """Start one container process in its own session; raises OSError if it cannot."""
+    """Start one container process in its own session; raises OSError if it cannot.
+    `shown` is the command line written to the log header (default: argv)."""
     with open(log_path, "ab") as log:
-        log.write(f"--- {rfc3339(now())} cascade node agent: exec {shlex.join(argv)}\n".encode())
+        cmd = shlex.join(shown if shown is not None else argv)
+        log.write(LOG_HEADER + f"{rfc3339(now())}: exec {cmd}\n".encode())
         log.flush()
         popen = subprocess.Popen(
             list(argv),
