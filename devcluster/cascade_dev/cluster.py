@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cascade_dev import controlplane, netlinks, processes, toolchain
+from cascade_dev.controlplane import CONTROLLER_MANAGER
 from cascade_dev.kubeapi import KubeApi
 from cascade_dev.kubeconfig import write_kubeconfig
 from cascade_dev.paths import StatePaths, venv_python
@@ -136,6 +137,16 @@ def wait_nodes_ready(paths: StatePaths, api: KubeApi, plan: ClusterPlan, timeout
         lambda: wanted <= ready_nodes(api),
         paths,
         AGENT,
+        timeout,
+        interval=0.5,
+    )
+    # Pods are refused until the controller-manager has made the namespace's ServiceAccount.
+    path = "/api/v1/namespaces/default/serviceaccounts/default"
+    controlplane.wait_for(
+        "the default ServiceAccount",
+        lambda: api.request("GET", path)[0] == 200,
+        paths,
+        CONTROLLER_MANAGER,
         timeout,
         interval=0.5,
     )

@@ -73,6 +73,8 @@ def apiserver_argv(paths: StatePaths, pki: Pki, bin_dir: Path, advertise: str) -
         f"--service-account-signing-key-file={pki.sa_key}",
         f"--service-account-issuer={SA_ISSUER}",
         "--enable-admission-plugins=NodeRestriction",
+        # Node names don't resolve here; reach the node agent's log server by address.
+        "--kubelet-preferred-address-types=InternalIP",
         "--v=1",
     ]
 

@@ -31,7 +31,7 @@ FIRST_POD_HOST = 2  # .1 is the node's own address
 LAST_POD_HOST = 254
 IFNAMSIZ = 15  # Linux interface names: at most 15 characters
 SPINE_BRIDGE = "cxspine"
-GPU_PRODUCT = "Cascade-Simulated-GPU"
+GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 UID_CHARS = 12
 
 
