@@ -130,15 +130,20 @@ def _scale_events(
 
 
 def _transition_events(old: Manifest, new: Manifest) -> list[EventNote]:
-    """One event per condition whose status or reason changed."""
+    """One event per condition whose status or reason changed; Warning for bad news:
+    availability lost, degradation, an instance that cannot be placed."""
     before = {c["type"]: c for c in old.get("conditions") or []}
     out = []
     for cond in new.get("conditions") or []:
         prev = before.get(cond["type"])
         if prev and (prev.get("status"), prev.get("reason")) == (cond["status"], cond["reason"]):
             continue
-        bad = (cond["type"] == "Degraded") == (cond["status"] == "True")
-        kind = "Warning" if bad and cond["reason"] not in ("ScaledToZero",) else "Normal"
+        lost = cond["type"] == "Available" and prev is not None and prev.get("status") == "True"
+        bad = (
+            (lost and cond["status"] == "False")
+            or (cond["type"] == "Degraded" and cond["status"] == "True")
+            or cond["reason"] == "Unschedulable"
+        )
         message = f"{cond['type']}={cond['status']}: {cond['message']}"
-        out.append(EventNote(kind, cond["reason"], message))
+        out.append(EventNote("Warning" if bad else "Normal", cond["reason"], message))
     return out

@@ -149,3 +149,24 @@ def test_spec_change_refreshes_gateway() -> None:
 def test_helpers() -> None:
     assert free_indices([pod(0), pod(2)], 3) == [1, 3, 4]
     assert [p.name for p in scale_down_victims([pod(0), pod(5)], 1)] == ["llama-5"]
+
+
+def test_event_types_flag_only_bad_news() -> None:
+    fresh = decide(observe(replicas=1, pods=[pod(0, ready=False)]), CFG, NOW)
+    assert {e.type for e in fresh.events} == {"Normal"}  # a new deployment is not bad news
+    up = decide(
+        Observed(**{**observe(replicas=1, pods=[pod(0)]).__dict__, "status": fresh.status}),
+        CFG,
+        NOW,
+    )
+    assert [(e.type, e.reason) for e in up.events if e.reason == "ReplicasReady"] == [
+        ("Normal", "ReplicasReady")
+    ]
+    lost = decide(
+        Observed(
+            **{**observe(replicas=1, pods=[pod(0, ready=False)]).__dict__, "status": up.status}
+        ),
+        CFG,
+        NOW,
+    )
+    assert ("Warning", "MinimumReplicasUnavailable") in [(e.type, e.reason) for e in lost.events]
