@@ -33,9 +33,10 @@ def release(dev_cluster: DevCluster) -> Iterator[str]:
     helm = out.stdout.strip().splitlines()[-1]
 
     def run(*args: str) -> None:
-        subprocess.run(
-            [helm, *args], env=dev_cluster.env, check=True, capture_output=True, timeout=400
+        out = subprocess.run(
+            [helm, *args], env=dev_cluster.env, capture_output=True, text=True, timeout=400
         )
+        assert out.returncode == 0, f"helm {' '.join(args)} failed: {out.stderr}"
 
     run(
         "upgrade",
@@ -51,7 +52,12 @@ def release(dev_cluster: DevCluster) -> Iterator[str]:
     )
     yield helm
     dev_cluster.kubectl("delete", "namespace", APP_NS, "--wait=false", check=False)
-    run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "2m")
+    run("uninstall", RELEASE, "-n", NAMESPACE)  # helm 3.6: no --wait for uninstall
+    wait_for(
+        "the operator pod to go",
+        lambda: not get(dev_cluster, "pods", "-n", NAMESPACE)["items"],
+        timeout=60,
+    )
 
 
 def get(cluster: DevCluster, *args: str) -> Any:
