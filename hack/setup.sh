@@ -24,6 +24,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.cascade-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  # The CPU build of torch first: a plain resolve would pull a multi-GB CUDA build.
+  .venv/bin/pip install -q torch==2.13.0
   .venv/bin/pip install -q -e '.[dev]'
   touch "$stamp"
 fi

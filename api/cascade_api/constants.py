@@ -35,6 +35,8 @@ OPERATOR_IMAGE: Final = f"ghcr.io/cascade-dev/cascade-operator:{DEFAULT_TAG}"
 
 # Ports and probe paths (worker and gateway both answer /healthz and /readyz).
 WORKER_PORT: Final = 8080
+# The worker's data-plane (UCX) listener: weight blocks and, later, activations.
+DATA_PORT: Final = 18515
 GATEWAY_PORT: Final = 8000
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
