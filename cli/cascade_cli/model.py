@@ -1,0 +1,117 @@
+"""The `cascade model` command group: make checkpoints and look at their blocks.
+
+`init` writes a random-weight HF checkpoint with a locally trained tokenizer (no hub
+downloads); `inspect` packs a checkpoint into blocks and prints the manifest summary.
+Heavy imports (torch, tokenizers) happen inside the subcommands so `cascade --help` and
+the other groups stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from cascade_worker.model.spec import ARCHS, DTYPE_BYTES, ModelSpec
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    group = sub.add_parser("model", help="make and inspect model checkpoints")
+    cmds = group.add_subparsers(dest="model_cmd", required=True, metavar="COMMAND")
+
+    init = cmds.add_parser("init", help="write an HF-style checkpoint with random weights")
+    init.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    init.add_argument("--arch", choices=sorted(ARCHS), default="llama")
+    init.add_argument("--layers", type=int, help="decoder layers (default 4)")
+    init.add_argument("--hidden", type=int, help="hidden size (default 256)")
+    init.add_argument("--heads", type=int, default=8, help="attention heads (default 8)")
+    init.add_argument("--kv-heads", type=int, help="KV heads (default heads/2)")
+    init.add_argument("--intermediate", type=int, help="MLP width (default ~8/3 hidden)")
+    init.add_argument("--vocab", type=int, default=1024, help="vocab size (default 1024)")
+    init.add_argument("--max-positions", type=int, default=2048)
+    init.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="float16")
+    init.add_argument("--seed", type=int, default=0)
+    init.add_argument(
+        "--target-mb",
+        type=float,
+        help="size the checkpoint to about this many MiB by choosing --layers "
+        "(or --hidden when --layers is given)",
+    )
+    init.add_argument("--shard-mb", type=float, default=100, help="max safetensors file size")
+    init.add_argument("--force", action="store_true", help="replace an existing checkpoint")
+    init.set_defaults(func=_init)
+
+    inspect = cmds.add_parser("inspect", help="pack a checkpoint into blocks; print them")
+    inspect.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
+    inspect.add_argument("--blocks", type=int, default=1)
+    inspect.add_argument("--json", action="store_true", help="print the full manifest")
+    inspect.set_defaults(func=_inspect)
+
+
+def spec_from_args(args: argparse.Namespace) -> ModelSpec:
+    """A validated ModelSpec from `init`'s arguments (sizing for --target-mb included)."""
+    from cascade_worker.model.spec import resolve_spec
+
+    heads: int = args.heads
+    kv_heads: int = args.kv_heads or (heads // 2 if heads % 2 == 0 else heads)
+    base = ModelSpec(
+        arch=args.arch,
+        layers=args.layers or ModelSpec.layers,
+        hidden=args.hidden or ModelSpec.hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        intermediate=args.intermediate or ModelSpec.intermediate,
+        vocab=args.vocab,
+        max_positions=args.max_positions,
+        dtype=args.dtype,
+        seed=args.seed,
+    )
+    return resolve_spec(
+        base,
+        target_mb=args.target_mb,
+        layers_given=args.layers is not None,
+        hidden_given=args.hidden is not None,
+        intermediate_given=args.intermediate is not None,
+    )
+
+
+def _init(args: argparse.Namespace) -> int:
+    from cascade_worker.model.checkpoint import write_checkpoint
+
+    spec = spec_from_args(args)
+    start = time.perf_counter()
+    info = write_checkpoint(args.out_dir, spec, shard_mb=args.shard_mb, force=args.force)
+    print(
+        f"wrote {info.out_dir}: {spec.arch} layers={spec.layers} hidden={spec.hidden} "
+        f"heads={spec.heads}/{spec.kv_heads} intermediate={spec.intermediate} "
+        f"vocab={spec.vocab} (tokenizer {info.tokenizer_vocab}) {spec.dtype}, "
+        f"{info.tensor_bytes / 2**20:.1f} MiB in {len(info.files)} file(s), "
+        f"{time.perf_counter() - start:.1f}s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from cascade_worker.blocks.pack import pack_model
+
+    start = time.perf_counter()
+    packed = pack_model(args.model_dir, args.blocks)
+    elapsed = time.perf_counter() - start
+    manifest = packed.manifest
+    if args.json:
+        print(json.dumps(manifest.model_dump(mode="json"), indent=2))
+        return 0
+    print(f"{manifest.arch} layers={manifest.num_layers} digest={manifest.digest}")
+    print(
+        f"{manifest.total_bytes / 2**20:.1f} MiB in {len(manifest.blocks)} block(s), "
+        f"packed in {elapsed:.2f}s"
+    )
+    for block in manifest.blocks:
+        print(
+            f"  block {block.index}: layers [{block.layer_start}, {block.layer_end}) "
+            f"{block.nbytes / 2**20:8.2f} MiB {len(block.tensors):4d} tensors {block.checksum}"
+        )
+    return 0
