@@ -14,7 +14,11 @@ import sys
 from collections.abc import Sequence
 
 # (group, module providing add_parser). Later: ("model", ...), ("plan", ...), ("bench", ...).
-GROUPS: tuple[tuple[str, str], ...] = (("dev", "cascade_dev.cli"), ("model", "cascade_cli.model"))
+GROUPS: tuple[tuple[str, str], ...] = (
+    ("dev", "cascade_dev.cli"),
+    ("model", "cascade_cli.model"),
+    ("bench", "cascade_cli.bench"),
+)
 
 
 def build_parser(groups: Sequence[tuple[str, str]] = GROUPS) -> argparse.ArgumentParser:

@@ -1,0 +1,105 @@
+"""The common start and the end of a transfer, run by the leader (the plan's first source).
+
+Start: every node starts its server, connects a control channel to the leader, says
+`hello` (receivers ask for the manifest and preallocate their buffers from it), opens
+the data connections it will need (EndpointPool.prewarm), then says `ready`. When every
+participant is ready, or `ready_timeout_s` has passed (absent nodes are logged and the
+transfer starts without them), the leader sends `start` on every control channel at
+once. Each node takes the moment `start` arrives as its time zero, so per-block arrival
+times from different nodes share one origin up to one control-message latency (tens of
+microseconds on a LAN); connection set-up is entirely before it.
+
+End: each node reports `done` (with the blocks it is missing) when its own transfer
+ends, but keeps serving, because peers downstream may still pull from it. When every
+participant has reported (a node whose control channel drops counts as finished), or the
+deadline passes, the leader sends `shutdown` and everyone exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from cascade_worker.blocks.store import BlockStore
+from cascade_worker.multicast.frames import Done, FrameT, Hello, Manifest, Ready, Shutdown, Start
+from cascade_worker.transport.endpoint import Endpoint
+from cascade_worker.transport.frames import FrameError
+
+log = logging.getLogger(__name__)
+
+
+class Coordinator:
+    def __init__(self, me: str, participants: Iterable[str], store: Callable[[], BlockStore]):
+        self.me = me
+        self.members = set(participants) - {me}
+        self.expected = set(self.members)  # whose reports the leader waits for
+        self._store = store
+        self.ready: set[str] = set()
+        self.done: dict[str, Done | None] = {}  # None: the node vanished before reporting
+        self.started = asyncio.Event()
+        self.finished = asyncio.Event()
+        self._all_ready = asyncio.Event()
+        self._all_done = asyncio.Event()
+        self.t0 = 0.0
+        self._check()
+
+    def _check(self) -> None:
+        if self.expected <= self.ready:
+            self._all_ready.set()
+        if self.expected <= set(self.done):
+            self._all_done.set()
+
+    async def converse(self, ep: Endpoint[FrameT], hello: Hello) -> None:
+        """One node's control conversation (a transport connection handler)."""
+        node = hello.node
+        if node not in self.members:
+            raise FrameError(f"hello from {node!r}, which is not in the plan")
+        store = self._store()
+        if hello.digest is not None and hello.digest != store.manifest.digest:
+            raise FrameError(
+                f"{node} holds model {hello.digest}, the plan is {store.manifest.digest}"
+            )
+        try:
+            if hello.want_manifest:
+                await ep.send_frame(Manifest(manifest=store.manifest))
+            frame = await ep.recv_frame()
+            if not isinstance(frame, Ready):
+                raise FrameError(f"expected ready from {node}, got {frame.kind!r}")
+            self.ready.add(node)
+            self._check()
+            await self.started.wait()
+            await ep.send_frame(Start())
+            frame = await ep.recv_frame()
+            if not isinstance(frame, Done):
+                raise FrameError(f"expected done from {node}, got {frame.kind!r}")
+            self.done[node] = frame
+            self._check()
+            await self.finished.wait()
+            await ep.send_frame(Shutdown())
+        finally:
+            if node not in self.done:
+                log.warning("leader: %s left before reporting done", node)
+                self.done[node] = None
+                self._check()
+
+    async def start_when_ready(self, timeout_s: float) -> float:
+        """Wait for every participant (bounded), then start; returns time zero (monotonic)."""
+        try:
+            await asyncio.wait_for(self._all_ready.wait(), timeout_s)
+        except TimeoutError:
+            log.error("leader: starting without %s", sorted(self.expected - self.ready))
+            self.expected = set(self.ready)
+            self._check()
+        self.t0 = time.monotonic()
+        self.started.set()
+        return self.t0
+
+    async def finish_when_done(self, timeout_s: float) -> None:
+        try:
+            await asyncio.wait_for(self._all_done.wait(), timeout_s)
+        except TimeoutError:
+            log.error("leader: no report from %s", sorted(self.expected - set(self.done)))
+        self.finished.set()
+        await asyncio.sleep(0.05)  # let the control handlers flush `shutdown`

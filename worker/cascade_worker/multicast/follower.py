@@ -1,0 +1,84 @@
+"""A non-leader node's side of the control conversation (coordinator.py has the story).
+
+The leader may come up after its followers (processes start in any order), so the
+connection is retried until the ready timeout. Data connections are prewarmed before
+`ready` with a short retry for peers whose listener is not up yet; a peer that stays
+unreachable is simply connected later, on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from cascade_worker.blocks.manifest import ModelManifest
+from cascade_worker.multicast.frames import Done, FrameT, Hello, Manifest, Ready, Start
+from cascade_worker.multicast.result import NodeResult
+from cascade_worker.transport.endpoint import Endpoint, TransportError
+from cascade_worker.transport.frames import FrameError
+from cascade_worker.transport.pool import EndpointPool
+
+log = logging.getLogger(__name__)
+
+
+async def prewarm(pool: EndpointPool[FrameT], addresses: list[str], within_s: float) -> None:
+    """Open data connections now; retry failures every 0.2 s for up to within_s."""
+    give_up = time.monotonic() + within_s
+    todo = addresses
+    while todo:
+        todo = list(await pool.prewarm(todo))
+        if not todo or time.monotonic() > give_up:
+            return
+        await asyncio.sleep(0.2)
+
+
+class LeaderLink:
+    def __init__(self, pool: EndpointPool[FrameT], address: str, me: str, timeout_s: float) -> None:
+        self.pool = pool
+        self.address = address
+        self.me = me
+        self.timeout_s = timeout_s
+        self._ep: Endpoint[FrameT] | None = None
+
+    async def _connect(self) -> Endpoint[FrameT]:
+        give_up = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return await self.pool.get(self.address, "control")
+            except TransportError:
+                if time.monotonic() > give_up:
+                    raise
+                await asyncio.sleep(0.2)
+
+    async def hello(self, digest: str | None) -> ModelManifest | None:
+        """Introduce this node; without a digest (no store yet) the leader sends the manifest."""
+        self._ep = await self._connect()
+        want = digest is None
+        await self._ep.send_frame(Hello(node=self.me, want_manifest=want, digest=digest))
+        if not want:
+            return None
+        frame = await self._ep.recv_frame(timeout=self.timeout_s)
+        if not isinstance(frame, Manifest):
+            raise FrameError(f"expected the manifest, got {frame.kind!r}")
+        return frame.manifest
+
+    async def ready(self) -> None:
+        """Say ready and wait for the common start."""
+        assert self._ep is not None
+        await self._ep.send_frame(Ready(node=self.me))
+        frame = await self._ep.recv_frame(timeout=self.timeout_s * 2)
+        if not isinstance(frame, Start):
+            raise FrameError(f"expected start, got {frame.kind!r}")
+
+    async def done(self, result: NodeResult, wait_s: float, linger_s: float) -> None:
+        """Report, then keep the node up until `shutdown` (or linger_s if the leader is gone)."""
+        assert self._ep is not None
+        try:
+            await self._ep.send_frame(
+                Done(node=self.me, missing=result.missing, complete_s=result.complete_s)
+            )
+            await self._ep.recv_frame(timeout=wait_s)
+        except (TransportError, FrameError) as exc:
+            log.warning("%s: leader gone (%s); serving %.0fs more", self.me, exc, linger_s)
+            await asyncio.sleep(linger_s)

@@ -1,0 +1,104 @@
+"""The multicast protocol's control frames (one discriminated union, see transport.frames).
+
+Two conversations run over separate connections:
+
+control (every node ↔ the leader, the plan's first source)
+    node → leader  hello{node, want_manifest}   leader → node  manifest{...} (if wanted)
+    node → leader  ready{node}                  leader → node  start{}  (common start)
+    node → leader  done{node, missing, ...}     leader → node  shutdown{}
+
+data (a receiver → the peer it pulls from)
+    receiver → sender  attach{node}  (once, right after connecting: who this is)
+    receiver → sender  fetch{blocks, cut_through, step}
+    sender → receiver  for each requested block, in order: block{index, nbytes,
+                       chunk_bytes} followed by the block's chunk messages, or
+                       unavailable{index, reason} when the sender cannot serve it.
+
+Anything else arriving where a conversation does not expect it is a protocol error:
+that connection is closed and logged.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from cascade_worker.blocks.manifest import ModelManifest
+from cascade_worker.transport.frames import FrameCodec
+
+
+class _Frame(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Hello(_Frame):
+    kind: Literal["hello"] = "hello"
+    node: str
+    want_manifest: bool = False
+    digest: str | None = None  # model digest a source holds (checked against the leader's)
+
+
+class Manifest(_Frame):
+    kind: Literal["manifest"] = "manifest"
+    manifest: ModelManifest
+
+
+class Ready(_Frame):
+    kind: Literal["ready"] = "ready"
+    node: str
+
+
+class Start(_Frame):
+    kind: Literal["start"] = "start"
+
+
+class Done(_Frame):
+    kind: Literal["done"] = "done"
+    node: str
+    missing: list[int] = Field(default_factory=list)
+    complete_s: float | None = None
+
+
+class Shutdown(_Frame):
+    kind: Literal["shutdown"] = "shutdown"
+
+
+class Attach(_Frame):
+    kind: Literal["attach"] = "attach"
+    node: str
+
+
+class Fetch(_Frame):
+    kind: Literal["fetch"] = "fetch"
+    node: str  # who asks (for logs and fault injection)
+    blocks: list[int] = Field(min_length=1)
+    # True: the sender may relay a block while it is still arriving (chains). False: only
+    # verified, installed blocks (retries after a checksum failure, binomial steps).
+    cut_through: bool = False
+    # Binomial step this fetch executes; the sender serves such requests one at a time.
+    step: int | None = None
+
+
+class BlockHeader(_Frame):
+    kind: Literal["block"] = "block"
+    index: int = Field(ge=0)
+    nbytes: int = Field(ge=0)
+    chunk_bytes: int = Field(gt=0)
+
+
+class Unavailable(_Frame):
+    kind: Literal["unavailable"] = "unavailable"
+    index: int = Field(ge=0)
+    reason: str = ""
+
+
+Frame = Annotated[
+    Hello | Manifest | Ready | Start | Done | Shutdown | Attach | Fetch | BlockHeader | Unavailable,
+    Field(discriminator="kind"),
+]
+FrameT = (
+    Hello | Manifest | Ready | Start | Done | Shutdown | Attach | Fetch | BlockHeader | Unavailable
+)
+
+CODEC: FrameCodec[FrameT] = FrameCodec(TypeAdapter(Frame))

@@ -1,0 +1,47 @@
+"""UCX environment defaults, set in exactly one place before ucxx is first imported.
+
+UCX reads its configuration from the environment when the library initialises, so the
+defaults must be in `os.environ` before `import ucxx`. Every transport module imports
+ucxx through `ucx()` below, which applies them first. The user's own settings win:
+a variable that is already set is never touched.
+
+Why these defaults (measured on this project's machines, see GUIDE.md):
+- `UCX_TLS=tcp,self`: TCP works everywhere (loopback, veth, real NICs); `sm,self` alone
+  hangs here. Where RDMA/NVLink exist the operator sets UCX_TLS explicitly.
+- `UCX_WARN_UNUSED_ENV_VARS=n`: UCX otherwise warns about every UCX_* variable the
+  chosen transports ignore, which is noise in worker logs.
+- `UCX_TCP_CM_REUSEADDR=y`: a worker restarted on its fixed port must not fail with
+  "Device is busy" while the previous socket lingers in TIME_WAIT.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping
+from types import ModuleType
+
+UCX_DEFAULTS: dict[str, str] = {
+    "UCX_TLS": "tcp,self",
+    "UCX_WARN_UNUSED_ENV_VARS": "n",
+    "UCX_TCP_CM_REUSEADDR": "y",
+}
+
+
+def configure_ucx_env(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Fill in UCX defaults the user did not set; returns the variables it set."""
+    env = os.environ if environ is None else environ
+    applied: dict[str, str] = {}
+    for key, value in UCX_DEFAULTS.items():
+        if key not in env:
+            env[key] = value
+            applied[key] = value
+    return applied
+
+
+def ucx() -> ModuleType:
+    """The ucxx module, imported after the defaults are in place."""
+    configure_ucx_env()
+    import ucxx
+
+    module: ModuleType = ucxx
+    return module
