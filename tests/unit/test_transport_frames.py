@@ -10,7 +10,7 @@ import torch
 from pydantic import BaseModel, Field, TypeAdapter
 
 from cascade_worker.transport.buffers import CudaBytes, byte_view, chunk_ranges, num_chunks
-from cascade_worker.transport.env import UCX_DEFAULTS, configure_ucx_env
+from cascade_worker.transport.env import TCP_DEFAULTS, UCX_DEFAULTS, configure_ucx_env
 from cascade_worker.transport.frames import HEADER, FrameCodec, FrameError
 from cascade_worker.transport.pool import parse_address
 
@@ -126,9 +126,10 @@ def test_env_defaults_respect_user_settings() -> None:
     assert env["UCX_TLS"] == "rc,cuda_copy"  # the user's choice wins
     assert "UCX_TLS" not in applied
     assert env["UCX_WARN_UNUSED_ENV_VARS"] == "n"
+    assert "UCX_RNDV_SCHEME" not in env  # tuned for our TCP default only
     fresh: dict[str, str] = {}
     configure_ucx_env(fresh)
-    assert fresh == UCX_DEFAULTS and "tcp" in fresh["UCX_TLS"]
+    assert fresh == UCX_DEFAULTS | TCP_DEFAULTS and "tcp" in fresh["UCX_TLS"]
 
 
 def test_parse_address() -> None:

@@ -8,6 +8,9 @@ a variable that is already set is never touched.
 Why these defaults (measured on this project's machines, see GUIDE.md):
 - `UCX_TLS=tcp,self`: TCP works everywhere (loopback, veth, real NICs); `sm,self` alone
   hangs here. Where RDMA/NVLink exist the operator sets UCX_TLS explicitly.
+- `UCX_RNDV_SCHEME=put_zcopy`, only together with our TCP default (a user who picks the
+  transports picks this too): over TCP the automatic rendezvous choice ran at 1.1-1.7
+  GB/s on loopback, put_zcopy at 2.5-4.3 GB/s (8-64 MiB messages, same runs).
 - `UCX_WARN_UNUSED_ENV_VARS=n`: UCX otherwise warns about every UCX_* variable the
   chosen transports ignore, which is noise in worker logs.
 - `UCX_TCP_CM_REUSEADDR=y`: a worker restarted on its fixed port must not fail with
@@ -25,13 +28,20 @@ UCX_DEFAULTS: dict[str, str] = {
     "UCX_WARN_UNUSED_ENV_VARS": "n",
     "UCX_TCP_CM_REUSEADDR": "y",
 }
+# Applied only when UCX_TLS is ours (the user did not choose transports).
+TCP_DEFAULTS: dict[str, str] = {
+    "UCX_RNDV_SCHEME": "put_zcopy",
+}
 
 
 def configure_ucx_env(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Fill in UCX defaults the user did not set; returns the variables it set."""
     env = os.environ if environ is None else environ
+    defaults = dict(UCX_DEFAULTS)
+    if "UCX_TLS" not in env:
+        defaults |= TCP_DEFAULTS
     applied: dict[str, str] = {}
-    for key, value in UCX_DEFAULTS.items():
+    for key, value in defaults.items():
         if key not in env:
             env[key] = value
             applied[key] = value
