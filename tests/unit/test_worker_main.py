@@ -35,8 +35,14 @@ def test_status_reports_identity_and_idle_phase() -> None:
     assert json.loads(body) == {
         "pod": "tiny-w-0",
         "model_uri": "file:///models/tiny-llama",
+        "data_port": 18515,
         "phase": "idle",
+        "model_digest": None,
         "blocks_loaded": 0,
+        "blocks_total": 0,
+        "bytes_received": 0,
+        "error": None,
+        "last_transfer": None,
     }
 
 

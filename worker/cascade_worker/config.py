@@ -13,9 +13,11 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cascade_api.constants import WORKER_PORT
+from cascade_api.constants import DATA_PORT, WORKER_PORT
 
 DEFAULT_DRAIN_SECONDS = 2.0
+# Blocks a model is cut into when a load request names no count.
+DEFAULT_BLOCKS = 4
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,12 @@ class WorkerConfig:
     pod_name: str
     # Seconds between readiness turning 503 on SIGTERM and the listener closing.
     drain_seconds: float
+    # Local checkpoint directory ($CASCADE_MODEL_PATH); what `load` packs by default.
+    model_path: str = ""
+    # UCX port of the multicast executor (0 = any free port; tests run several workers).
+    data_port: int = DATA_PORT
+    # Blocks per model when a load request does not say ($CASCADE_BLOCKS).
+    blocks: int = DEFAULT_BLOCKS
 
 
 def bind_host(env: Mapping[str, str]) -> str:
@@ -61,6 +69,17 @@ def parse_seconds(value: str) -> float:
     if seconds < 0:
         raise argparse.ArgumentTypeError(f"must not be negative: {seconds}")
     return seconds
+
+
+def parse_blocks(value: str) -> int:
+    """argparse type for a positive block count."""
+    try:
+        blocks = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a block count: {value!r}") from exc
+    if blocks < 1:
+        raise argparse.ArgumentTypeError(f"need at least one block: {blocks}")
+    return blocks
 
 
 def add_serving_args(
@@ -91,9 +110,21 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cascade-worker",
         description="Cascade worker: serves one model's layers on one GPU pod "
-        "(this release: health, readiness, metrics and status only).",
+        "(this release: health, metrics, status and the weight-transfer control API).",
     )
     add_serving_args(parser, env, port_env="CASCADE_WORKER_PORT", default_port=WORKER_PORT)
+    parser.add_argument(
+        "--data-port",
+        type=parse_port,
+        default=env.get("CASCADE_DATA_PORT", str(DATA_PORT)),
+        help=f"multicast (UCX) port (env CASCADE_DATA_PORT, default {DATA_PORT})",
+    )
+    parser.add_argument(
+        "--blocks",
+        type=parse_blocks,
+        default=env.get("CASCADE_BLOCKS", str(DEFAULT_BLOCKS)),
+        help=f"blocks per model for load (env CASCADE_BLOCKS, default {DEFAULT_BLOCKS})",
+    )
     return parser
 
 
@@ -107,4 +138,7 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         deployment=env.get("CASCADE_DEPLOYMENT", ""),
         pod_name=env.get("POD_NAME") or socket.gethostname(),
         drain_seconds=args.drain_seconds,
+        model_path=env.get("CASCADE_MODEL_PATH", ""),
+        data_port=args.data_port,
+        blocks=args.blocks,
     )

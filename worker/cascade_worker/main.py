@@ -1,13 +1,15 @@
 """`cascade-worker`: the process inside every worker pod.
 
-In this release the worker only starts, reports who it is and answers the probes, so the
-operator, the chart and the local cluster can run real worker pods end to end. The block
-store, the weight transport (multicast chains over UCX) and the engine that runs a layer
-range come in later issues; they will hang their routes and metrics on the same app.
+The worker reports who it is, answers the probes, and takes control requests that move
+model weights: pack the local checkpoint into blocks, take part in a multicast transfer
+plan, or fetch the model from a peer worker (control.py). The engine that runs a layer
+range comes in a later issue and hangs its routes and metrics on the same app.
 
 Endpoints (port $CASCADE_WORKER_PORT, default 8080, bound to $POD_IP when set):
-``/healthz``, ``/readyz`` and ``/metrics`` from :mod:`cascade_worker.health`, plus
-``GET /v1/status`` -> ``{pod, model_uri, phase, blocks_loaded}`` (always ``idle`` / 0 now).
+``/healthz``, ``/readyz`` and ``/metrics`` from :mod:`cascade_worker.health`, the control
+routes under ``/v1/control/``, and ``GET /v1/status`` -> ``{pod, model_uri, data_port,
+phase, model_digest, blocks_loaded, blocks_total, bytes_received, error, last_transfer}``.
+Readiness means "the process serves", whatever the phase.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Info
 
 from cascade_worker.config import WorkerConfig, load_config
+from cascade_worker.control import CONTROL_KEY, Control, add_control
 from cascade_worker.health import create_app, new_registry, serve, setup_logging
 
 log = logging.getLogger("cascade_worker")
@@ -41,22 +44,21 @@ def register_metrics(registry: CollectorRegistry, config: WorkerConfig) -> None:
 
 async def _status(request: web.Request) -> web.Response:
     config = request.app[CONFIG_KEY]
-    return web.json_response(
-        {
-            "pod": config.pod_name,
-            "model_uri": config.model_uri,
-            # No engine yet: nothing is ever loading or serving.
-            "phase": "idle",
-            "blocks_loaded": 0,
-        }
-    )
+    identity = {
+        "pod": config.pod_name,
+        "model_uri": config.model_uri,
+        "data_port": config.data_port,
+    }
+    return web.json_response(identity | request.app[CONTROL_KEY].state.status())
 
 
-def build_app(config: WorkerConfig) -> web.Application:
+def build_app(config: WorkerConfig, control: Control | None = None) -> web.Application:
+    """The worker app; `control` lets tests pass multicast options (fast timeouts)."""
     registry = new_registry()
     register_metrics(registry, config)
     app = create_app(registry)
     app[CONFIG_KEY] = config
+    add_control(app, control or Control(config), registry)
     app.router.add_get("/v1/status", _status)
     return app
 

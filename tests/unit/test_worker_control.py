@@ -1,0 +1,221 @@
+"""The worker control API: two worker apps on loopback, load on A, fetch on B from A."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from aiohttp import ClientSession
+from aiohttp.test_utils import TestServer
+
+from cascade_api.scaleplan import Source, SourceTier
+from cascade_planner.spec import plan_spec
+from cascade_worker.config import WorkerConfig
+from cascade_worker.control import CONTROL_KEY, Control
+from cascade_worker.control_fetch import split_peer
+from cascade_worker.control_models import ManifestInfo, RequestError
+from cascade_worker.main import build_app
+from cascade_worker.model.checkpoint import write_checkpoint
+from cascade_worker.model.spec import ModelSpec
+from cascade_worker.multicast import NodeOptions
+
+pytestmark = pytest.mark.timeout(120)
+
+TINY = ModelSpec(layers=4, hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=300)
+FAST = NodeOptions(chunk_bytes=16 * 1024, stall_timeout_s=5, deadline_s=20, linger_s=0.5)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def config(pod: str, model_path: str = "") -> WorkerConfig:
+    return WorkerConfig(
+        host="127.0.0.1",
+        port=0,
+        model_uri="file://" + model_path,
+        deployment="tiny",
+        pod_name=pod,
+        drain_seconds=0.0,
+        model_path=model_path,
+        data_port=free_port(),
+        blocks=2,
+    )
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("model") / "tiny"
+    write_checkpoint(out, TINY)
+    return out
+
+
+class Worker:
+    def __init__(self, server: TestServer, http: ClientSession) -> None:
+        self.server = server
+        self.http = http
+        self.control = server.app[CONTROL_KEY]
+
+    @property
+    def peer(self) -> str:
+        return f"127.0.0.1:{self.server.port}"
+
+    async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        url = f"http://{self.peer}{path}"
+        kwargs: dict[str, Any] = {"data": body} if isinstance(body, bytes) else {"json": body}
+        async with self.http.request(method, url, **kwargs) as resp:
+            return resp.status, await resp.json(content_type=None)
+
+    async def status(self) -> dict[str, Any]:
+        _, doc = await self.call("GET", "/v1/status")
+        assert isinstance(doc, dict)
+        return doc
+
+    async def wait_phase(self, *phases: str, timeout: float = 60) -> dict[str, Any]:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            doc = await self.status()
+            if doc["phase"] in phases:
+                return doc
+            assert asyncio.get_running_loop().time() < deadline, f"stuck in {doc}"
+            await asyncio.sleep(0.1)
+
+
+@asynccontextmanager
+async def workers(*configs: WorkerConfig) -> AsyncIterator[list[Worker]]:
+    servers = [
+        TestServer(build_app(c, Control(c, options=FAST)), host="127.0.0.1") for c in configs
+    ]
+    async with ClientSession() as http:
+        for s in servers:
+            await s.start_server()
+        try:
+            yield [Worker(s, http) for s in servers]
+        finally:
+            for s in servers:
+                await s.close()
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(test())
+
+
+def test_load_then_fetch_gives_identical_weights(model_dir: Path, tmp_path: Path) -> None:
+    async def go() -> None:
+        async with workers(config("w-0", str(model_dir)), config("w-1")) as (a, b):
+            assert (await b.status())["phase"] == "idle"
+            status, doc = await a.call("POST", "/v1/control/load", {})
+            assert status == 202, doc
+            sa = await a.wait_phase("ready", "failed")
+            assert sa["phase"] == "ready" and sa["blocks_loaded"] == sa["blocks_total"] == 2
+            status, doc = await b.call("POST", "/v1/control/fetch", {"peer": a.peer})
+            assert status == 202, doc
+            assert doc["action"] == "fetch" and doc["role"] == "target"
+            sb = await b.wait_phase("ready", "failed")
+            assert sb["phase"] == "ready", sb
+            assert sb["model_digest"] == sa["model_digest"]
+            assert sb["last_transfer"]["complete"] and sb["last_transfer"]["missing"] == []
+            assert sb["bytes_received"] > 0
+            await a.wait_phase("ready")
+            store_a, store_b = a.control.state.store, b.control.state.store
+            assert store_a is not None and store_b is not None
+            for i in range(store_a.num_blocks):
+                assert np.array_equal(store_a.buffer(i), store_b.buffer(i))
+            store_a.write_model_dir(tmp_path / "a")
+            store_b.write_model_dir(tmp_path / "b")
+            files = sorted(p.name for p in (tmp_path / "a").iterdir())
+            assert files == sorted(p.name for p in (tmp_path / "b").iterdir())
+            for name in files:
+                assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+            async with b.http.get(f"http://{b.peer}/metrics") as resp:
+                metrics = await resp.text()
+            assert "cascade_worker_blocks_loaded 2.0" in metrics
+            assert f"cascade_worker_bytes_received_total {float(sb['bytes_received'])}" in metrics
+
+    run(go)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/control/load", b"{not json", "JSON"),
+        ("/v1/control/load", {"blocks": 0}, "blocks"),
+        ("/v1/control/load", {"modelPath": "/nonexistent"}, "modelPath"),
+        ("/v1/control/load", {"modelpath": "/x"}, "modelpath"),
+        ("/v1/control/fetch", {}, "peer"),
+        ("/v1/control/fetch", {"peer": "1.2.3.4:http"}, "peer"),
+        ("/v1/control/transfer", {"peers": {}}, "plan"),
+        ("/v1/control/transfer", {"plan": {"strategy": "chain"}, "peers": {}}, "plan.deployment"),
+    ],
+)
+def test_bad_requests_are_400_naming_the_field(path: str, body: Any, field: str) -> None:
+    async def go() -> None:
+        async with workers(config("w-0")) as (a,):
+            status, doc = await a.call("POST", path, body)
+            assert status == 400, doc
+            assert field in doc["error"]
+
+    run(go)
+
+
+def test_conflicts_are_409(model_dir: Path) -> None:
+    async def go() -> None:
+        async with workers(config("w-0", str(model_dir)), config("w-1")) as (a, b):
+            # Nothing held: no manifest to offer, nothing to fetch.
+            status, doc = await a.call("GET", "/v1/control/manifest")
+            assert status == 409 and "no complete model" in doc["error"]
+            status, doc = await b.call("POST", "/v1/control/fetch", {"peer": a.peer})
+            assert status == 409 and "holds no model" in doc["error"]
+            assert (await b.status())["phase"] == "idle"
+            # Busy: a second job while the first runs.
+            status, _ = await a.call("POST", "/v1/control/load", {})
+            assert status == 202
+            status, doc = await a.call("POST", "/v1/control/load", {})
+            assert status == 409 and "busy" in doc["error"]
+            await a.wait_phase("ready")
+            # A transfer that keeps the worker busy (its peer never shows up) blocks others.
+            _, info = await a.call("GET", "/v1/control/manifest")
+            plan = plan_spec(
+                "chain",
+                [Source(pod="w-0", tier=SourceTier.HOST)],
+                ["w-9"],
+                ManifestInfo.model_validate(info).blocks,
+                deployment="tiny",
+                model_digest=info["modelDigest"],
+            ).model_dump(mode="json", by_alias=True)
+            peers = {"w-0": f"127.0.0.1:{a.control.config.data_port}", "w-9": "127.0.0.1:1"}
+            body = {"plan": plan, "peers": peers}
+            status, doc = await a.call("POST", "/v1/control/transfer", body)
+            assert status == 202 and doc["role"] == "source", doc
+            assert (await a.status())["phase"] == "transferring"
+            status, doc = await a.call("POST", "/v1/control/transfer", body)
+            assert status == 409 and "busy" in doc["error"]
+            # A source must hold the model the plan names; a receiver is not a source.
+            wrong = {**plan, "modelDigest": "other"}
+            status, doc = await b.call("POST", "/v1/control/transfer", {**body, "plan": wrong})
+            assert status == 400 and "not part of the plan" in doc["error"]
+            plan_b = {**wrong, "sources": [{"pod": "w-1", "tier": "host"}]}
+            plan_b["chains"] = [{"source": "w-1", "hops": ["w-9"]}]
+            peers_b = {"w-1": "127.0.0.1:2", "w-9": "127.0.0.1:1"}
+            status, doc = await b.call(
+                "POST", "/v1/control/transfer", {"plan": plan_b, "peers": peers_b}
+            )
+            assert status == 409 and "no complete model" in doc["error"]
+
+    run(go)
+
+
+def test_split_peer() -> None:
+    assert split_peer("198.18.0.7") == ("198.18.0.7", 8080)
+    assert split_peer("127.0.0.1:9000") == ("127.0.0.1", 9000)
+    for bad in (":80", "h:0", "h:x"):
+        with pytest.raises(RequestError):
+            split_peer(bad)

@@ -1,0 +1,241 @@
+"""The worker's control API: load a checkpoint, take part in a transfer, fetch from a peer.
+
+    POST /v1/control/load      {"modelPath"?, "blocks"?}     -> 202, packs in a thread
+    POST /v1/control/transfer  {"plan": ScalePlanSpec, "peers": {pod: "host:port"}} -> 202
+    POST /v1/control/fetch     {"peer": "IP[:PORT]", "blocks"?} -> 202 (control_fetch.py)
+    GET  /v1/control/manifest  -> what this worker holds, to plan a transfer from it
+
+Jobs run in the background, one at a time (control_state.py); progress and the last
+outcome show in GET /v1/status. A transfer runs a MulticastNode on the data port: the
+plan says whether this pod sends (it must hold the model the plan names) or receives
+(it starts from an empty store and gets the manifest from the plan's leader). Refusals
+are JSON `{"error": ...}`: 400 for a malformed request, 409 for one that conflicts with
+what the worker holds or is doing. torch and ucxx load on first use, not at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from cascade_worker.config import WorkerConfig
+from cascade_worker.control_models import (
+    Accepted,
+    LoadRequest,
+    ManifestInfo,
+    RequestError,
+    TransferReport,
+    TransferRequest,
+    parse_body,
+)
+from cascade_worker.control_state import Phase, WorkerState
+
+if TYPE_CHECKING:
+    from cascade_worker.multicast.runner import MulticastNode, NodeOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Control:
+    config: WorkerConfig
+    options: NodeOptions | None = None  # multicast tuning; None = the executor's defaults
+    state: WorkerState = field(default_factory=WorkerState)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    received: Counter | None = None
+
+    def spawn(self, job: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(job)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+
+CONTROL_KEY = web.AppKey("cascade_worker_control", Control)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def json_errors(handler: Callable[[Control, web.Request], Awaitable[Any]]) -> Handler:
+    """Run a handler; its pydantic result is the 202 body, a RequestError the refusal."""
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        ctl = request.app[CONTROL_KEY]
+        try:
+            body = await handler(ctl, request)
+        except RequestError as exc:
+            log.warning("%s %s refused (%d): %s", request.method, request.path, exc.status, exc)
+            return web.json_response({"error": exc.message}, status=exc.status)
+        status = 200 if isinstance(body, ManifestInfo) else 202
+        return web.json_response(body.model_dump(mode="json", by_alias=True), status=status)
+
+    return wrapped
+
+
+async def _load(ctl: Control, request: web.Request) -> Accepted:
+    req = parse_body(LoadRequest, await request.read())
+    return start_load(ctl, req)
+
+
+def start_load(ctl: Control, req: LoadRequest) -> Accepted:
+    raw = req.model_path or ctl.config.model_path
+    if not raw:
+        raise RequestError(400, "modelPath: not given and $CASCADE_MODEL_PATH is empty")
+    path = Path(raw)
+    if not (path / "config.json").is_file():
+        raise RequestError(400, f"modelPath: {path} is not a model directory (no config.json)")
+    blocks = req.blocks or ctl.config.blocks
+    ctl.state.claim(Phase.LOADING)
+    ctl.spawn(_run_load(ctl, path, blocks))
+    return Accepted(action="load")
+
+
+async def _run_load(ctl: Control, path: Path, blocks: int) -> None:
+    from cascade_worker.blocks.store import BlockStore
+
+    try:
+        store = await asyncio.to_thread(BlockStore.from_model_dir, path, blocks)
+    except Exception as exc:  # any failure is reported in status, the worker keeps serving
+        log.exception("load %s failed", path)
+        ctl.state.release(f"load {path}: {exc}")
+        return
+    ctl.state.store = store
+    ctl.state.release()
+    log.info("loaded %s: %d blocks, digest %s", path, store.num_blocks, store.manifest.digest)
+
+
+async def _transfer(ctl: Control, request: web.Request) -> Accepted:
+    req = parse_body(TransferRequest, await request.read())
+    return await start_transfer(ctl, req)
+
+
+async def start_transfer(ctl: Control, req: TransferRequest, *, claimed: bool = False) -> Accepted:
+    """Validate, start listening on the data port, run the node in the background.
+
+    `claimed`: the caller (fetch) already holds the job slot; it is released on failure.
+    """
+    from cascade_worker.multicast.roles import role_for
+    from cascade_worker.multicast.runner import MulticastNode
+
+    state, me = ctl.state, ctl.config.pod_name
+    try:
+        try:
+            role = role_for(req.plan, me)
+        except ValueError as exc:
+            raise RequestError(400, f"plan: {exc}") from exc
+        unknown = [p for p in role.participants if p not in req.peers]
+        if unknown:
+            raise RequestError(400, f"peers: no address for {', '.join(unknown)}")
+        store = None
+        if role.is_source:
+            store = state.held_model()
+            if req.plan.model_digest and store.manifest.digest != req.plan.model_digest:
+                raise RequestError(
+                    409,
+                    f"plan wants model {req.plan.model_digest}, "
+                    f"this worker holds {store.manifest.digest}",
+                )
+        if not claimed:
+            state.claim(Phase.TRANSFERRING)
+            claimed = True
+        node = MulticastNode(
+            req.plan, me, store, host=ctl.config.host, port=ctl.config.data_port,
+            options=ctl.options,
+        )  # fmt: skip
+        try:
+            await node.start()
+        except Exception as exc:
+            port = ctl.config.data_port
+            raise RequestError(409, f"cannot listen on data port {port}: {exc}") from exc
+    except RequestError:
+        if claimed:
+            state.release()
+        raise
+    state.node = node
+    ctl.spawn(_run_transfer(ctl, node, dict(req.peers)))
+    kind = "source" if role.is_source else "target"
+    return Accepted(
+        action="transfer", role=kind, model_digest=req.plan.model_digest, peers=req.peers
+    )
+
+
+async def _run_transfer(ctl: Control, node: MulticastNode, peers: dict[str, str]) -> None:
+    state = ctl.state
+    role = "source" if node.role.is_source else "target"
+    error: str | None = None
+    try:
+        result = await node.run(peers)
+        report = TransferReport(
+            role=role,
+            complete=not result.missing,
+            missing=result.missing,
+            bytes_received=result.bytes_received,
+            bytes_sent=result.bytes_sent,
+            complete_s=result.complete_s,
+            error=result.error,
+        )
+    except Exception as exc:  # reported in status; the worker keeps serving
+        log.exception("transfer failed")
+        store = node.store
+        missing = store.missing() if store is not None else [b.index for b in node.spec.blocks]
+        report = TransferReport(role=role, complete=False, missing=missing, error=str(exc))
+    if node.store is not None:
+        state.store = node.store
+    if not report.complete:
+        error = report.error or f"transfer incomplete: missing blocks {report.missing}"
+    state.last_transfer = report
+    state.bytes_received_total += report.bytes_received
+    if ctl.received is not None:
+        ctl.received.inc(report.bytes_received)
+    state.release(error)
+    log.info("transfer ended (%s): %s", role, report.model_dump_json())
+
+
+async def _manifest(ctl: Control, request: web.Request) -> ManifestInfo:
+    from cascade_worker.multicast.local import plan_blocks
+
+    store = ctl.state.held_model()
+    return ManifestInfo(
+        pod=ctl.config.pod_name,
+        data_port=ctl.config.data_port,
+        model_digest=store.manifest.digest,
+        blocks=plan_blocks(store.manifest),
+    )
+
+
+def register_control_metrics(ctl: Control, registry: CollectorRegistry) -> None:
+    loaded = Gauge(
+        "cascade_worker_blocks_loaded", "Model blocks this worker holds.", registry=registry
+    )
+    loaded.set_function(lambda: ctl.state.blocks_loaded)
+    ctl.received = Counter(
+        "cascade_worker_bytes_received",
+        "Weight bytes received from peers by finished transfers.",
+        registry=registry,
+    )
+
+
+async def _stop_jobs(app: web.Application) -> None:
+    ctl = app[CONTROL_KEY]
+    for task in list(ctl.tasks):
+        task.cancel()
+    await asyncio.gather(*ctl.tasks, return_exceptions=True)
+
+
+def add_control(app: web.Application, ctl: Control, registry: CollectorRegistry) -> None:
+    """Mount the control routes and metrics on a worker app."""
+    from cascade_worker.control_fetch import fetch
+
+    app[CONTROL_KEY] = ctl
+    register_control_metrics(ctl, registry)
+    app.router.add_post("/v1/control/load", json_errors(_load))
+    app.router.add_post("/v1/control/transfer", json_errors(_transfer))
+    app.router.add_post("/v1/control/fetch", json_errors(fetch))
+    app.router.add_get("/v1/control/manifest", json_errors(_manifest))
+    app.on_cleanup.append(_stop_jobs)

@@ -1,0 +1,100 @@
+"""What the worker holds and is doing: one model store, at most one job at a time.
+
+The control handlers (control.py) change this state; GET /v1/status and /metrics read
+it. A worker does one thing at a time (pack a checkpoint, or take part in a transfer),
+so `claim` refuses a second job with a conflict instead of queueing it: the caller (the
+operator, a peer) knows better whether to retry. No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from cascade_worker.control_models import RequestError, TransferReport
+
+if TYPE_CHECKING:
+    from cascade_worker.blocks.store import BlockStore
+    from cascade_worker.multicast.runner import MulticastNode
+
+
+class Phase(StrEnum):
+    IDLE = "idle"  # holds nothing
+    LOADING = "loading"  # packing a local checkpoint
+    TRANSFERRING = "transferring"  # in a multicast plan (sending or receiving)
+    READY = "ready"  # holds the whole model
+    FAILED = "failed"  # the last job failed and nothing complete is held
+
+
+@dataclass
+class WorkerState:
+    store: BlockStore | None = None
+    job: Phase | None = None  # LOADING or TRANSFERRING while a job runs
+    error: str | None = None  # why the last job failed
+    node: MulticastNode | None = None  # the running transfer's node
+    last_transfer: TransferReport | None = None
+    bytes_received_total: int = 0
+
+    def claim(self, job: Phase) -> None:
+        """Start `job`, or RequestError(409) if another one runs."""
+        if self.job is not None:
+            raise RequestError(409, f"worker is busy ({self.job}); try again when it is done")
+        self.job = job
+        self.error = None
+
+    def release(self, error: str | None = None) -> None:
+        self.job = None
+        self.node = None
+        self.error = error
+
+    def current_store(self) -> BlockStore | None:
+        """The store being filled by a running transfer, else the one held."""
+        if self.node is not None and self.node.store is not None:
+            return self.node.store
+        return self.store
+
+    @property
+    def phase(self) -> Phase:
+        if self.job is not None:
+            return self.job
+        if self.store is not None and self.store.complete():
+            return Phase.READY
+        if self.error is not None or self.store is not None:
+            return Phase.FAILED
+        return Phase.IDLE
+
+    @property
+    def blocks_loaded(self) -> int:
+        store = self.current_store()
+        return len(store.held()) if store is not None else 0
+
+    @property
+    def bytes_received(self) -> int:
+        """Bytes of the running transfer so far, else of the last one."""
+        if self.node is not None and not self.node.role.is_source:
+            store = self.current_store()
+            if store is None:
+                return 0
+            return sum(store.manifest.blocks[i].nbytes for i in store.held())
+        return self.last_transfer.bytes_received if self.last_transfer else 0
+
+    def held_model(self) -> BlockStore:
+        """The complete store, or RequestError(409) saying why there is none."""
+        if self.store is None or not self.store.complete():
+            raise RequestError(409, f"worker holds no complete model (phase {self.phase})")
+        return self.store
+
+    def status(self) -> dict[str, Any]:
+        store = self.current_store()
+        return {
+            "phase": str(self.phase),
+            "model_digest": store.manifest.digest if store is not None else None,
+            "blocks_loaded": self.blocks_loaded,
+            "blocks_total": store.num_blocks if store is not None else 0,
+            "bytes_received": self.bytes_received,
+            "error": self.error,
+            "last_transfer": (
+                self.last_transfer.model_dump(mode="json") if self.last_transfer else None
+            ),
+        }
