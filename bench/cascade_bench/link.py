@@ -45,7 +45,12 @@ def link_entry(run: RunSummary, nbytes: int, shaped_mbit: int) -> dict[str, Any]
     if seconds is None or seconds <= 0:
         return {"error": run.error or "no result"}
     achieved = rate_mbit(nbytes, seconds)
-    doc = {"seconds": seconds, "achieved_mbit": achieved, "fraction": achieved / shaped_mbit}
+    doc = {
+        "bytes": nbytes,
+        "seconds": seconds,
+        "achieved_mbit": achieved,
+        "fraction": achieved / shaped_mbit,
+    }
     if run.cpu:  # CPU cost of moving the bytes: what a relay on a busy host pays per hop
         doc["cpu_s"] = run.cpu["participants_cpu_s"]
         doc["cpu_s_per_GB"] = run.cpu["participants_cpu_s"] / (nbytes / 1e9)
@@ -59,7 +64,7 @@ def link_summary(entries: dict[str, dict[str, Any]], nbytes: int, shaped: int) -
         entry = entries.get(method) or {}
         if "achieved_mbit" in entry:
             doc.update(method=method, achieved_mbit=entry["achieved_mbit"])
-            doc["fraction"] = entry["fraction"]
+            doc.update(fraction=entry["fraction"], bytes=entry["bytes"])
             return doc
     doc["error"] = "; ".join(f"{k}: {v.get('error')}" for k, v in entries.items())
     return doc

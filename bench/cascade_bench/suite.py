@@ -55,7 +55,6 @@ def _link(p: Params, pods: list[BenchPod], model: ModelInfo) -> dict[str, Any]:
             step, launches, [dst.name], len(model.blocks), p.ready_timeout_s, 120, p.quiet_wait_s
         )
         entries["cascade"] = linkcheck.link_entry(run, model.total_bytes, p.nic_mbit)
-        entries["cascade"]["bytes"] = model.total_bytes
     doc = linkcheck.link_summary(entries, nbytes, p.nic_mbit)
     doc["pair"] = [src.node, dst.node]
     return doc

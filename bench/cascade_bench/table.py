@@ -85,9 +85,8 @@ def report(doc: Mapping[str, Any], results: Mapping[str, MethodSummary]) -> str:
             e = link.get(kind) or {}
             if "achieved_mbit" in e:
                 cost = f", {e['cpu_s_per_GB']:.1f} CPU-s/GB" if "cpu_s_per_GB" in e else ""
-                lines.append(
-                    f"  {kind:8} {e['achieved_mbit']:.1f} Mbit/s ({e['fraction']:.1%}){cost}"
-                )
+                rate = f"{e['achieved_mbit']:.1f} Mbit/s ({e['fraction']:.1%})"
+                lines.append(f"  {kind:8} {rate} over {e['bytes'] / 1e6:.0f} MB{cost}")
     elif link.get("error"):
         lines.append(f"\nlink 1->1: failed: {link['error']}")
     loop = doc.get("loopback") or {}

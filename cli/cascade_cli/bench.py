@@ -57,7 +57,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--chunk-kb",
         type=_ints,
         default=(),
-        help="Cascade chunk sizes to try, e.g. 256,1024,4096",
+        help="Cascade chunk sizes to try, e.g. 1024,256 (the first is reported as the method "
+        "itself, the others as METHOD@SIZEK; default: the executor's)",
     )
     mc.add_argument(
         "--node-env",
