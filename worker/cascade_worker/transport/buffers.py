@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_CHUNK_BYTES = 1 << 20
+DEFAULT_CHUNK_BYTES = 256 << 10  # chain relay granularity; 256 KiB measured best on the fabric
 
 
 class CudaBytes:
