@@ -4,62 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from multicast_harness import BLOCK_BYTES, BLOCKS, FAST, run_plan
 
 from cascade_worker.blocks.store import BlockStore
-from cascade_worker.multicast import MulticastNode, NodeOptions
+from cascade_worker.multicast import MulticastNode
 from cascade_worker.multicast.frames import CODEC, BlockHeader, Fetch
-from cascade_worker.multicast.local import LocalRun, Scenario, run_local
 from cascade_worker.multicast.result import NodeResult
 from cascade_worker.transport import EndpointPool, TransportError
 from cascade_worker.transport.frames import HEADER
 
 pytestmark = pytest.mark.timeout(90)
-
-BLOCKS = 8
-BLOCK_BYTES = 256 * 1024
-FAST = NodeOptions(chunk_bytes=64 * 1024, stall_timeout_s=5, deadline_s=20, linger_s=0.5)
-
-
-class Run:
-    def __init__(self, run: LocalRun) -> None:
-        self.buffers, self.stores, self.results = run.buffers, run.stores, run.results
-
-    def result(self, pod: str) -> NodeResult:
-        r = self.results[pod]
-        assert isinstance(r, NodeResult), f"{pod}: {r!r}"
-        return r
-
-    def assert_complete(self, pod: str) -> None:
-        store = self.stores[pod]
-        assert store.complete(), f"{pod} misses {store.missing()}"
-        assert all(np.array_equal(store.buffer(i), b) for i, b in enumerate(self.buffers))
-        assert self.result(pod).missing == []
-
-
-def run_plan(
-    strategy: str,
-    sources: int,
-    targets: int,
-    options: NodeOptions | Mapping[str, NodeOptions] = FAST,
-    scenario: Scenario | None = None,
-) -> Run:
-    return Run(
-        run_local(
-            strategy,
-            sources,
-            targets,
-            num_blocks=BLOCKS,
-            block_bytes=BLOCK_BYTES,
-            options=options,
-            scenario=scenario,
-        )
-    )
-
 
 # The source sends at 4 MB/s so a 2 MB model takes ~0.5 s: long enough to fail mid-way.
 SLOW_SOURCE = replace(FAST, rate_bytes_per_s=4e6)
