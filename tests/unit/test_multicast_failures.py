@@ -17,7 +17,7 @@ from cascade_worker.multicast.result import NodeResult
 from cascade_worker.transport import EndpointPool, TransportError
 from cascade_worker.transport.frames import HEADER
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.ucx]
 
 # The source sends at 4 MB/s so a 2 MB model takes ~0.5 s: long enough to fail mid-way.
 SLOW_SOURCE = replace(FAST, rate_bytes_per_s=4e6)

@@ -8,7 +8,7 @@ from multicast_harness import run_plan as harness_run_plan
 
 from cascade_api.scaleplan import PlanStrategy
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.ucx]
 
 
 def run_plan(strategy: str, sources: int, targets: int, *, shift: bool = False) -> Run:

@@ -14,7 +14,7 @@ from cascade_worker.transport import Endpoint, EndpointPool, FrameCodec, Server,
 from cascade_worker.transport.bench import measure_loopback_async
 from cascade_worker.transport.frames import HEADER
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.ucx]
 
 
 class Put(BaseModel):

@@ -25,7 +25,7 @@ from cascade_worker.model.checkpoint import write_checkpoint
 from cascade_worker.model.spec import ModelSpec
 from cascade_worker.multicast import NodeOptions
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx]
 
 TINY = ModelSpec(layers=4, hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=300)
 FAST = NodeOptions(chunk_bytes=16 * 1024, stall_timeout_s=5, deadline_s=20, linger_s=0.5)

@@ -13,12 +13,17 @@ messages are in flight per call, so the wire never idles between chunks.
 Errors: any UCX failure becomes `TransportError` (peer gone, reset, cancelled); a bad
 frame is `FrameError`. After either, or after a timeout, the endpoint is closed: a
 half-received message would otherwise corrupt the next exchange.
+
+Buffers of abandoned operations are pinned: cancelling the Python side of a UCX request
+(a timeout, a killed task) does not retract the request at once, and UCX would write
+into (or read from) freed memory if the buffer died with the coroutine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, TypeVar
@@ -38,8 +43,32 @@ DEFAULT_DEPTH = 4
 DEFAULT_PAYLOAD_TIMEOUT_S = 10.0
 
 
+# How long a buffer of an abandoned request stays alive: UCX retracts the request when its
+# endpoint is aborted, within a few progress rounds; this is generous on purpose.
+PIN_SECONDS = 60.0
+
+
 class TransportError(ConnectionError):
     """The connection failed (peer died, reset, closed, timed out)."""
+
+
+class _Pins:
+    """Keeps buffers of abandoned UCX requests alive until UCX can no longer touch them."""
+
+    def __init__(self) -> None:
+        self._held: deque[tuple[float, object]] = deque()
+
+    def hold(self, buffer: object) -> None:
+        now = time.monotonic()
+        while self._held and self._held[0][0] < now:
+            self._held.popleft()
+        self._held.append((now + PIN_SECONDS, buffer))
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+
+PINNED = _Pins()
 
 
 class Endpoint(Generic[F]):
@@ -67,15 +96,22 @@ class Endpoint(Generic[F]):
     def closed(self) -> bool:
         return self._closed or bool(self._ep.closed)
 
-    async def _io(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run one UCX operation; failures close the endpoint and raise TransportError."""
+    async def _io(
+        self, coro: Coroutine[Any, Any, T], timeout: float | None = None, *, buffer: object
+    ) -> T:
+        """Run one UCX operation on `buffer`; failures close the endpoint and raise
+        TransportError. If it does not finish (error, timeout, cancel), `buffer` is pinned."""
         if self._closed:  # closed here; a peer-closed endpoint may still hold messages
             coro.close()
             raise TransportError(f"endpoint to {self.peer or '?'} is closed")
+        finished = False
         try:
             if timeout is None:
-                return await coro
-            return await asyncio.wait_for(coro, timeout)
+                result = await coro
+            else:
+                result = await asyncio.wait_for(coro, timeout)
+            finished = True
+            return result
         except TimeoutError as exc:
             self.abort()
             raise TransportError(f"timed out talking to {self.peer or '?'}") from exc
@@ -86,24 +122,29 @@ class Endpoint(Generic[F]):
         except ucx().exceptions.UCXError as exc:
             self.abort()
             raise TransportError(f"{type(exc).__name__} with {self.peer or '?'}: {exc}") from exc
+        finally:
+            if not finished:
+                PINNED.hold(buffer)
 
     async def send_frame(self, frame: F) -> None:
-        header, payload = self.codec.encode(frame)
-        await self._io(self._ep.send(np.frombuffer(header, dtype=np.uint8)))
-        await self._io(self._ep.send(np.frombuffer(payload, dtype=np.uint8)))
+        for part in self.codec.encode(frame):
+            await self._send(np.frombuffer(part, dtype=np.uint8))
 
     async def send_raw(self, data: bytes) -> None:
         """Send arbitrary bytes as one message (tests and diagnostics only)."""
-        await self._io(self._ep.send(np.frombuffer(data, dtype=np.uint8)))
+        await self._send(np.frombuffer(data, dtype=np.uint8))
+
+    async def _send(self, array: np.ndarray) -> None:
+        await self._io(self._ep.send(array), buffer=array)
 
     async def recv_frame(self, timeout: float | None = None) -> F:
         """Next frame; FrameError (and the endpoint closed) if it is malformed."""
         header = np.zeros(HEADER_BYTES, dtype=np.uint8)
-        await self._io(self._ep.recv(header), timeout)
+        await self._io(self._ep.recv(header), timeout, buffer=header)
         try:
             length = self.codec.payload_length(header.tobytes())
             payload = np.empty(length, dtype=np.uint8)
-            await self._io(self._ep.recv(payload), self.payload_timeout_s)
+            await self._io(self._ep.recv(payload), self.payload_timeout_s, buffer=payload)
             return self.codec.decode(payload.tobytes())
         except FrameError:
             self.abort()
@@ -155,12 +196,13 @@ class Endpoint(Generic[F]):
         ranges = chunk_ranges(len(view), chunk_bytes)
         op = self._ep.send if send else self._ep.recv
         inflight: deque[tuple[int, asyncio.Task[Any]]] = deque()
+        chunks: dict[int, Any] = {}
         done = 0
 
         async def finish_oldest() -> None:
             nonlocal done
             index, task = inflight.popleft()
-            await self._io(_join(task), timeout)
+            await self._io(_join(task), timeout, buffer=chunks.pop(index))
             done += ranges[index][1] - ranges[index][0]
             if on_chunk is not None:
                 on_chunk(index)
@@ -172,15 +214,17 @@ class Endpoint(Generic[F]):
                 if self.closed:
                     raise TransportError(f"endpoint to {self.peer or '?'} is closed")
                 # Tasks start in creation order, so UCX sees the chunks posted in order.
-                inflight.append((index, asyncio.ensure_future(op(view[start:stop]))))
+                chunks[index] = view[start:stop]
+                inflight.append((index, asyncio.ensure_future(op(chunks[index]))))
                 await asyncio.sleep(0)
                 while len(inflight) >= depth or (inflight and inflight[0][1].done()):
                     await finish_oldest()
             while inflight:
                 await finish_oldest()
         finally:
-            for _, task in inflight:
+            for index, task in inflight:
                 task.cancel()
+                PINNED.hold(chunks[index])
             if inflight:
                 self.abort()
         return done
