@@ -1,0 +1,1 @@
+"""The inference engine: any contiguous layer range of a model, continuous batching."""
