@@ -158,6 +158,7 @@ def gateway_deployment(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfi
             {"name": "CASCADE_DEPLOYMENT", "value": ref.name},
             {"name": "CASCADE_MODEL_NAME", "value": served_name(ref, spec)},
             {"name": "CASCADE_WORKER_SELECTOR", "value": worker_selector(ref.name)},
+            {"name": "CASCADE_DISCOVERY", "value": "kubernetes"},
         ],
         "ports": [{"name": "http", "containerPort": c.GATEWAY_PORT, "protocol": "TCP"}],
         "readinessProbe": _probe(c.READY_PATH, period=2, failures=3),
@@ -178,10 +179,49 @@ def gateway_deployment(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfi
             "selector": {"matchLabels": selector_labels(ref.name, c.COMPONENT_GATEWAY)},
             "template": {
                 "metadata": {"labels": pod_labels},
-                "spec": {"containers": [container], "enableServiceLinks": False},
+                "spec": {
+                    "containers": [container],
+                    "serviceAccountName": name,
+                    "enableServiceLinks": False,
+                },
             },
         },
     }
+
+
+def gateway_access(ref: MdRef) -> list[Manifest]:
+    """ServiceAccount, Role and RoleBinding that let the gateway find its workers.
+
+    The gateway discovers worker pods itself (like llm-d's endpoint picker watching an
+    InferencePool) so routing follows pods within seconds, without the operator in the
+    request path. It may only read pods, and only in its own namespace.
+    """
+    name = gateway_name(ref.name)
+    meta = {
+        "name": name,
+        "namespace": ref.namespace,
+        "labels": labels(ref.name, c.COMPONENT_GATEWAY),
+        "ownerReferences": [owner_reference(ref)],
+    }
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "Role",
+            "metadata": meta,
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+            ],
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": rbac, "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ref.namespace}],
+        },
+    ]
 
 
 def gateway_service(ref: MdRef) -> Manifest:

@@ -41,6 +41,7 @@ class Cluster:
         self.core = client.CoreV1Api(api)
         self.apps = client.AppsV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.rbac = client.RbacAuthorizationV1Api(api)
 
     def _dict(self, obj: Any) -> Body:
         result: Body = self._api.sanitize_for_serialization(obj)
@@ -88,7 +89,8 @@ class Cluster:
                 raise
 
     def apply(self, manifest: Body) -> None:
-        """Create a Deployment or Service, or merge-patch it to the manifest."""
+        """Create a gateway object (Deployment, Service, its ServiceAccount and RBAC), or
+        merge-patch it to the manifest."""
         kind, meta = manifest["kind"], manifest["metadata"]
         create: Any
         patch: Any
@@ -98,6 +100,15 @@ class Cluster:
                 self.apps.patch_namespaced_deployment,
             ),
             "Service": (self.core.create_namespaced_service, self.core.patch_namespaced_service),
+            "ServiceAccount": (
+                self.core.create_namespaced_service_account,
+                self.core.patch_namespaced_service_account,
+            ),
+            "Role": (self.rbac.create_namespaced_role, self.rbac.patch_namespaced_role),
+            "RoleBinding": (
+                self.rbac.create_namespaced_role_binding,
+                self.rbac.patch_namespaced_role_binding,
+            ),
         }[kind]
         try:
             create(meta["namespace"], manifest)
@@ -143,7 +154,13 @@ class Cluster:
         for pod in pods:
             self.delete_pod(namespace, pod["metadata"]["name"])
         gateway = f"{md}-gateway"
-        for delete in (self.apps.delete_namespaced_deployment, self.core.delete_namespaced_service):
+        for delete in (
+            self.apps.delete_namespaced_deployment,
+            self.core.delete_namespaced_service,
+            self.rbac.delete_namespaced_role_binding,
+            self.rbac.delete_namespaced_role,
+            self.core.delete_namespaced_service_account,
+        ):
             try:
                 delete(gateway, namespace)
             except ApiException as err:

@@ -95,6 +95,7 @@ def decide(obs: Observed, cfg: OperatorConfig, now: datetime) -> Decision:
             delete += [p.name for p in scale_down_victims(healthy, -missing)]
         spec_changed = (obs.status or {}).get("observedGeneration") != obs.generation
         if spec_changed or not obs.gateway.deployment_exists:
+            gateway += builders.gateway_access(obs.ref)
             gateway.append(builders.gateway_deployment(obs.ref, accepted, cfg))
         if spec_changed or not obs.gateway.service_exists:
             gateway.append(builders.gateway_service(obs.ref))

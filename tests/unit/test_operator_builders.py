@@ -80,6 +80,25 @@ def test_gateway_objects_select_the_gateway_pods() -> None:
     assert builders.gateway_endpoint(REF) == "http://llama-gateway.models.svc:8000"
 
 
+def test_gateway_may_read_only_pods_of_its_namespace_under_its_own_account() -> None:
+    dep = builders.gateway_deployment(REF, spec(model={"uri": "file:///m"}), CFG)
+    account, role, binding = builders.gateway_access(REF)
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
+    assert (
+        env(dep["spec"]["template"]["spec"]["containers"][0])["CASCADE_DISCOVERY"] == "kubernetes"
+    )
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+    ]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "llama-gateway", "namespace": "models"}
+    ]
+    for obj in (account, role, binding):
+        assert obj["metadata"]["namespace"] == "models"
+        assert obj["metadata"]["ownerReferences"][0]["kind"] == "ModelDeployment"
+
+
 def test_pod_view_reads_status() -> None:
     body = {
         "metadata": {"name": "llama-4", "annotations": {"cascade.dev/instance-index": "4"}},

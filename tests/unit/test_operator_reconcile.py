@@ -37,12 +37,15 @@ def conditions(d: Decision) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in d.status["conditions"]}
 
 
+GATEWAY_KINDS = ["ServiceAccount", "Role", "RoleBinding", "Deployment", "Service"]
+
+
 def test_fresh_deployment_creates_pods_and_gateway() -> None:
     obs = observe(replicas=2)
     obs = Observed(**{**obs.__dict__, "status": {}, "gateway": GatewayView()})
     d = decide(obs, CFG, NOW)
     assert [m["metadata"]["name"] for m in d.create_pods] == ["llama-0", "llama-1"]
-    assert [m["kind"] for m in d.gateway] == ["Deployment", "Service"]
+    assert [m["kind"] for m in d.gateway] == GATEWAY_KINDS
     assert d.status["selector"] == "cascade.dev/deployment=llama,app.kubernetes.io/component=worker"
     assert conditions(d)["Progressing"]["reason"] == "ScalingUp"
     assert conditions(d)["Available"]["status"] == "False"
@@ -143,7 +146,7 @@ def test_condition_transition_time_only_moves_on_flip() -> None:
 
 def test_spec_change_refreshes_gateway() -> None:
     obs = Observed(**{**observe(replicas=1, pods=[pod(0)]).__dict__, "generation": 3})
-    assert [m["kind"] for m in decide(obs, CFG, NOW).gateway] == ["Deployment", "Service"]
+    assert [m["kind"] for m in decide(obs, CFG, NOW).gateway] == GATEWAY_KINDS
 
 
 def test_helpers() -> None:
