@@ -2,7 +2,9 @@
 
 `multicast` runs Cascade's chain and binomial plans, naive parallel unicast and a gloo
 broadcast on one fabric and one model, next to the M/B lower bound; it prints a table and
-writes JSON. Heavy imports happen inside the subcommand.
+writes JSON. `replay` sends a production request trace, scaled to the models at hand,
+open-loop to the OpenAI-compatible gateway and reports TTFT, ITL, throughput and SLO
+attainment per request class. Heavy imports happen inside the subcommands.
 """
 
 from __future__ import annotations
@@ -88,6 +90,53 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     mc.add_argument("--json", type=Path, default=None, metavar="OUT.json")
     mc.set_defaults(func=_multicast)
+    _add_replay(cmds)
+
+
+def _add_replay(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    rp = cmds.add_parser(
+        "replay",
+        help="replay a request trace open-loop against the gateway: TTFT, ITL, SLO attainment",
+        description="Replay a request trace (TIMESTAMP,ContextTokens,GeneratedTokens) against "
+        "an OpenAI-compatible gateway, open loop, and report per-class latency, throughput and "
+        "SLO attainment. Token counts are scaled (round(n x scale) clamped to [1, max]) and the "
+        "report says how.",
+    )
+    rp.add_argument("--trace", type=Path, required=True, help="trace CSV")
+    rp.add_argument("--url", default=None, help="gateway base URL, e.g. http://127.0.0.1:8000")
+    rp.add_argument("--model", default=None, help="model name (default: first of /v1/models)")
+    rp.add_argument("--json", type=Path, default=None, metavar="OUT.json")
+    rp.add_argument("--dry-run", action="store_true", help="print the schedule, send nothing")
+    rp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    rp.add_argument("--per-request", action="store_true", help="one JSON row per request")
+    w = rp.add_argument_group("window and time")
+    w.add_argument("--start-s", type=float, default=0.0, help="window start, trace seconds")
+    w.add_argument("--duration-s", type=float, default=None, help="window length (default: all)")
+    w.add_argument("--speedup", type=float, default=1.0, help="time compression (2: 2x rate)")
+    w.add_argument("--max-requests", type=int, default=None, help="first N of the window")
+    t = rp.add_argument_group("token scaling")
+    t.add_argument("--context-scale", type=float, default=0.1, help="prompt = ContextTokens x S")
+    t.add_argument("--output-scale", type=float, default=1.0, help="output = GeneratedTokens x S")
+    t.add_argument("--max-prompt-tokens", type=int, default=512)
+    t.add_argument("--max-output-tokens", type=int, default=256)
+    t.add_argument("--token-ids", default="4:259", metavar="LOW:HIGH", help="prompt token id range")
+    c = rp.add_argument_group("classes and SLOs")
+    c.add_argument("--batch-fraction", type=float, default=0.2, help="share sent as batch")
+    c.add_argument("--seed", type=int, default=0, help="class assignment and prompt ids")
+    c.add_argument(
+        "--class-via",
+        choices=("body", "header", "both"),
+        default="body",
+        help="send the class as body field request_class, header X-Request-Class, or both",
+    )
+    c.add_argument("--interactive-ttft-s", type=float, default=2.0)
+    c.add_argument("--interactive-itl-ms", type=float, default=200.0, help="mean ITL bound")
+    c.add_argument("--batch-ttft-s", type=float, default=30.0)
+    c.add_argument("--batch-itl-ms", type=float, default=None, help="(default: unbounded)")
+    k = rp.add_argument_group("client")
+    k.add_argument("--timeout-s", type=float, default=600.0, help="per request, retries included")
+    k.add_argument("--retry-429", type=int, default=0, metavar="N", help="retries after a 429")
+    rp.set_defaults(func=_replay)
 
 
 def _sigterm(signum: int, frame: FrameType | None) -> None:
@@ -128,3 +177,58 @@ def _multicast(args: argparse.Namespace) -> int:
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
         print(f"\nwrote {args.json}", file=sys.stderr)
     return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from cascade_bench.replay.metrics import Slo
+    from cascade_bench.replay.prompts import TokenRange
+    from cascade_bench.replay.report import dry_run_report, report
+    from cascade_bench.replay.run import ReplayConfig, dry_run, run_sync
+    from cascade_bench.replay.scale import Scaling
+
+    if not args.dry_run and not args.url:
+        raise ValueError("--url is required (or --dry-run)")
+    if args.timeout_s <= 0 or args.retry_429 < 0:
+        raise ValueError("--timeout-s must be > 0 and --retry-429 >= 0")
+    scaling = Scaling(
+        start_s=args.start_s,
+        duration_s=args.duration_s,
+        speedup=args.speedup,
+        max_requests=args.max_requests,
+        context_scale=args.context_scale,
+        output_scale=args.output_scale,
+        max_prompt_tokens=args.max_prompt_tokens,
+        max_output_tokens=args.max_output_tokens,
+        batch_fraction=args.batch_fraction,
+        seed=args.seed,
+    )
+    ms = 1e-3
+    cfg = ReplayConfig(
+        trace=args.trace,
+        url=args.url or "",
+        model=args.model,
+        scaling=scaling,
+        token_range=TokenRange.parse(args.token_ids),
+        class_via=args.class_via,
+        timeout_s=args.timeout_s,
+        retry_429=args.retry_429,
+        slos={
+            "interactive": Slo(args.interactive_ttft_s, args.interactive_itl_ms * ms),
+            "batch": Slo(
+                args.batch_ttft_s, None if args.batch_itl_ms is None else args.batch_itl_ms * ms
+            ),
+        },
+        progress=not args.no_progress,
+        per_request=args.per_request,
+    )
+    if args.dry_run:
+        doc = dry_run(cfg)
+        print(dry_run_report(doc))
+    else:
+        doc = run_sync(cfg)
+        print(report(doc))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"\nwrote {args.json}", file=sys.stderr)
+    return 130 if doc.get("interrupted") else 0

@@ -34,10 +34,10 @@ class _Message(BaseModel):
 
 
 class SamplingParams(_Message):
-    max_tokens: int = Field(16, ge=1)
+    max_tokens: int = Field(default=16, ge=1)
     # 0 means greedy (argmax); otherwise softmax(logits / temperature).
-    temperature: float = Field(1.0, ge=0.0, le=100.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    temperature: float = Field(default=1.0, ge=0.0, le=100.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     # Same seed, same prompt, same params => same tokens, whatever else is batched.
     seed: int | None = None
     stop: list[str] = Field(default_factory=list)
