@@ -1,1 +1,20 @@
-"""The inference engine: any contiguous layer range of a model, continuous batching."""
+"""The inference engine: any contiguous layer range of a model, continuous batching.
+
+protocol.py   messages between gateway, serving layer and engine; the EngineCore protocol
+engine.py     LLMEngine (EngineCore): tokenize, validate, schedule, execute, sample, stream
+scheduler.py  continuous batching decisions (pure): classes, max_batch, budget, preemption
+kv_blocks.py  paged KV capacity: block allocator and tables (pure)
+executor.py   Executor protocol; LocalExecutor chains in-process stages
+stage.py      StageModel: layers [start, end) with their own paged KV cache
+batch.py      StageBatch: one step's tokens/hidden states + ints, the stage boundary
+layers.py     RMSNorm, RoPE, masked GQA attention, SwiGLU (plain torch)
+weights.py    gather a stage's tensors from a BlockStore, cast for compute
+kv_cache.py   a stage's K/V tensors
+config.py     ModelConfig from HF config.json
+sampling.py   greedy / temperature / top-p with per-request generators
+tokenizer.py  tokenizers-based encode, chat templates, incremental detokenizing
+output.py     streamed text with stop strings held back and cut
+requests.py   per-request state and stop rules
+
+Importing this package (or protocol.py) does not import torch.
+"""

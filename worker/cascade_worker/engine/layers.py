@@ -1,0 +1,130 @@
+"""The Llama-family decoder math in plain torch, matching transformers' eager path.
+
+RMSNorm computes in float32 and scales in the input dtype; RoPE uses HF's rotate_half
+convention (the two halves of each head, not interleaved pairs) with cos/sin computed in
+float32; attention is grouped-query with a causal mask, optionally limited to the last
+`window` positions (Mistral: key j is visible from query i iff i - window < j <= i).
+
+Attention over a continuous batch: each sequence's new queries are padded to [B, Qmax],
+its whole context (cached + new) gathered from the paged cache to [B, Lmax], and one
+masked `scaled_dot_product_attention` call covers prefills and decodes together.
+`AttentionMeta` holds those indices; it is built once per step and shared by all layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from cascade_worker.engine.batch import StageBatch
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def rope_cos_sin(
+    positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [T, head_dim] for token positions [T]."""
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).float()
+    inv_freq = 1.0 / (theta ** (exponents / head_dim))
+    freqs = positions.float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x [T, heads, head_dim] by per-token cos/sin [T, head_dim]."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos[:, None, :] + rotated * sin[:, None, :]
+
+
+def swiglu(
+    x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor
+) -> torch.Tensor:
+    return F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down)
+
+
+@dataclass
+class AttentionMeta:
+    positions: torch.Tensor  # [T] position of every new token
+    slots: torch.Tensor  # [T] cache slot each new token's K/V is written to
+    gather: torch.Tensor  # [B, Lmax] cache slots of each sequence's context
+    q_index: torch.Tensor  # [B, Qmax] flat token index of each padded query
+    q_valid: torch.Tensor  # [B, Qmax] which padded queries are real
+    last_index: torch.Tensor  # [B] flat index of each sequence's last new token
+    q_pos: torch.Tensor  # [B, Qmax] position of each padded query
+    ctx_len: torch.Tensor  # [B] context length after this step
+    _masks: dict[int | None, torch.Tensor]
+
+    @classmethod
+    def build(cls, batch: StageBatch, block_size: int, device: torch.device) -> AttentionMeta:
+        def t(values: list[int]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.int64, device=device)
+
+        spans = zip(batch.start_positions, batch.num_new, batch.block_tables, strict=True)
+        for s, n, table in spans:
+            if len(table) * block_size < s + n:
+                raise ValueError(f"{len(table)} blocks of {block_size} cannot hold {s + n} tokens")
+        start, num_new = t(batch.start_positions), t(batch.num_new)
+        ctx_len = start + num_new
+        width = max(len(table) for table in batch.block_tables)
+        tables = t([x for tb in batch.block_tables for x in [*tb, *[0] * (width - len(tb))]])
+        tables = tables.view(batch.num_seqs, width)
+        seq_of = torch.repeat_interleave(torch.arange(batch.num_seqs, device=device), num_new)
+        offsets = torch.cumsum(num_new, 0) - num_new  # first flat index of each sequence
+        positions = start[seq_of] + torch.arange(batch.num_tokens, device=device) - offsets[seq_of]
+        slots = tables[seq_of, positions // block_size] * block_size + positions % block_size
+        longest = max(s + n for s, n in zip(batch.start_positions, batch.num_new, strict=True))
+        j = torch.arange(longest, device=device)
+        gather = tables[:, j // block_size] * block_size + j % block_size
+        gather = torch.where(j[None, :] < ctx_len[:, None], gather, 0)
+        i = torch.arange(max(batch.num_new), device=device)
+        q_valid = i[None, :] < num_new[:, None]
+        q_index = torch.where(q_valid, offsets[:, None] + i[None, :], 0)
+        return cls(
+            positions=positions,
+            slots=slots,
+            gather=gather,
+            q_index=q_index,
+            q_valid=q_valid,
+            last_index=offsets + num_new - 1,
+            q_pos=start[:, None] + i[None, :],
+            ctx_len=ctx_len,
+            _masks={},
+        )
+
+    def mask(self, window: int | None) -> torch.Tensor:
+        """[B, 1, Qmax, Lmax] bool: may this query see this key (cached per window)."""
+        if window not in self._masks:
+            j = torch.arange(self.gather.shape[1], device=self.gather.device)[None, None, :]
+            q = self.q_pos[:, :, None]
+            allowed = (j <= q) & (j < self.ctx_len[:, None, None])
+            if window is not None:
+                allowed &= j > q - window
+            # Padding queries see key 0, so their softmax rows stay finite (then dropped).
+            allowed |= ~self.q_valid[:, :, None] & (j == 0)
+            self._masks[window] = allowed[:, None]
+        return self._masks[window]
+
+
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: AttentionMeta, window: int | None
+) -> torch.Tensor:
+    """q [T, H, D] of the new tokens; k, v [B, Lmax, KVH, D] gathered contexts -> [T, H*D]."""
+    qp = q[meta.q_index].transpose(1, 2)  # [B, H, Qmax, D]
+    out = F.scaled_dot_product_attention(
+        qp,
+        k.transpose(1, 2),
+        v.transpose(1, 2),
+        attn_mask=meta.mask(window),
+        enable_gqa=q.shape[1] != k.shape[2],
+    )
+    out = out.transpose(1, 2)[meta.q_valid]  # [T, H, D] in flat order
+    return out.reshape(q.shape[0], -1)

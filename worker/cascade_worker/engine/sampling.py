@@ -1,0 +1,62 @@
+"""Next-token choice: greedy, temperature and top-p, reproducible per request.
+
+Every request owns a `torch.Generator` seeded from its `seed` (or from the OS when it has
+none), and its row is sampled with that generator alone; so a seeded request draws the
+same random numbers whatever else shares its batch, and the same seed and prompt give
+the same tokens. Greedy rows (temperature 0) take the argmax and draw nothing.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+import torch
+
+from cascade_worker.engine.protocol import SamplingParams
+
+
+@dataclass
+class SamplerState:
+    temperature: float
+    top_p: float
+    generator: torch.Generator | None  # None for greedy
+
+    @classmethod
+    def from_params(cls, params: SamplingParams) -> SamplerState:
+        generator = None
+        if params.temperature > 0:
+            seed = params.seed if params.seed is not None else secrets.randbits(63)
+            generator = torch.Generator(device="cpu").manual_seed(seed)
+        return cls(params.temperature, params.top_p, generator)
+
+
+def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Zero all but the smallest set of most likely tokens whose mass reaches top_p
+    (the most likely token always stays), then renormalize. probs: [vocab]."""
+    if top_p >= 1.0:
+        return probs
+    sorted_probs, order = torch.sort(probs, descending=True)
+    before = torch.cumsum(sorted_probs, 0) - sorted_probs  # mass of strictly likelier tokens
+    sorted_probs = torch.where(before < top_p, sorted_probs, 0.0)
+    sorted_probs[0] = sorted_probs[0].clamp_min(torch.finfo(probs.dtype).tiny)
+    kept = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
+    return kept / kept.sum()
+
+
+def sample_row(logits: torch.Tensor, state: SamplerState) -> int:
+    """One token from float logits [vocab] (on any device)."""
+    if state.generator is None:
+        return int(torch.argmax(logits))
+    probs = torch.softmax(logits.float().cpu() / state.temperature, dim=-1)
+    probs = top_p_filter(probs, state.top_p)
+    return int(torch.multinomial(probs, 1, generator=state.generator))
+
+
+def sample(logits: torch.Tensor, states: list[SamplerState]) -> list[int]:
+    """Tokens for logits [B, vocab], row i sampled with states[i]."""
+    greedy = torch.argmax(logits, dim=-1).tolist()
+    return [
+        int(greedy[i]) if s.generator is None else sample_row(logits[i], s)
+        for i, s in enumerate(states)
+    ]

@@ -1,0 +1,104 @@
+"""StageModel: decoder layers [start, end) of a model with their own paged KV cache.
+
+A stage is the unit a pipeline splits a model into: the first stage embeds token ids,
+the last one applies the final norm and LM head, a middle one maps hidden states to
+hidden states. Chaining stages [0, a), [a, b), [b, L) gives the same logits as one stage
+[0, L) (parity-tested against transformers for every split). A stage holds no scheduling
+state: positions and block tables arrive with each `StageBatch`, so stages in separate
+processes only need the same `CacheConfig` as the scheduler that fills the tables.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from cascade_worker.blocks.store import BlockStore
+from cascade_worker.engine.batch import StageBatch
+from cascade_worker.engine.config import ModelConfig
+from cascade_worker.engine.kv_blocks import CacheConfig
+from cascade_worker.engine.kv_cache import KVCache
+from cascade_worker.engine.layers import (
+    AttentionMeta,
+    apply_rope,
+    attention,
+    rms_norm,
+    rope_cos_sin,
+    swiglu,
+)
+from cascade_worker.engine.weights import StageWeights, load_stage_weights
+
+
+class StageModel:
+    def __init__(
+        self, config: ModelConfig, weights: StageWeights, cache: CacheConfig, device: torch.device
+    ) -> None:
+        self.config = config
+        self.weights = weights
+        self.start, self.end = weights.start, weights.end
+        self.device = device
+        self.dtype = weights.layers[0].q.dtype
+        self.cache = KVCache(
+            self.end - self.start,
+            cache,
+            config.kv_heads,
+            config.head_dim,
+            dtype=self.dtype,
+            device=device,
+        )
+
+    @classmethod
+    def load(
+        cls,
+        source: BlockStore | dict[str, torch.Tensor],
+        config: ModelConfig,
+        start: int,
+        end: int,
+        cache: CacheConfig,
+        *,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype | None = None,
+    ) -> StageModel:
+        device = torch.device(device)
+        weights = load_stage_weights(source, config, start, end, device=device, dtype=dtype)
+        return cls(config, weights, cache, device)
+
+    @property
+    def is_first(self) -> bool:
+        return self.start == 0
+
+    @property
+    def is_last(self) -> bool:
+        return self.end == self.config.num_layers
+
+    @torch.inference_mode()
+    def forward(self, batch: StageBatch) -> torch.Tensor:
+        """Hidden states [T, hidden] out; or, for the last stage, float32 logits
+        [B, vocab] of each sequence's last new token ([T, vocab] with all_logits)."""
+        c, w = self.config, self.weights
+        x = batch.input.to(self.device)
+        if self.is_first:
+            assert w.embed is not None
+            x = F.embedding(x.long(), w.embed)
+        else:
+            x = x.to(self.dtype)
+        meta = AttentionMeta.build(batch, self.cache.config.block_size, self.device)
+        cos, sin = rope_cos_sin(meta.positions, c.head_dim, c.rope_theta, self.dtype)
+        tokens = x.shape[0]
+        for i, lw in enumerate(w.layers):
+            h = rms_norm(x, lw.input_norm, c.rms_norm_eps)
+            q = F.linear(h, lw.q, lw.q_bias).view(tokens, c.heads, c.head_dim)
+            k = F.linear(h, lw.k, lw.k_bias).view(tokens, c.kv_heads, c.head_dim)
+            v = F.linear(h, lw.v, lw.v_bias).view(tokens, c.kv_heads, c.head_dim)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            self.cache.write(i, meta.slots, k, v)
+            ks, vs = self.cache.read(i, meta.gather)
+            attn = attention(q, ks, vs, meta, c.layer_windows[self.start + i])
+            x = x + F.linear(attn, lw.o)
+            x = x + swiglu(rms_norm(x, lw.post_norm, c.rms_norm_eps), lw.gate, lw.up, lw.down)
+        if not self.is_last:
+            return x
+        assert w.norm is not None and w.lm_head is not None
+        if not batch.all_logits:
+            x = x[meta.last_index]
+        return F.linear(rms_norm(x, w.norm, c.rms_norm_eps), w.lm_head).float()

@@ -1,0 +1,132 @@
+"""The tensors one stage needs, gathered from packed blocks and cast for compute.
+
+A stage [start, end) needs its decoder layers, plus the embedding when it starts the
+model and the final norm and LM head when it ends it. The source is a `BlockStore` (only
+the blocks covering those layers must be held; the tensors are zero-copy views, so a
+float32 model on CPU costs no extra memory) or a plain dict of HF-named tensors (tests,
+checkpoints loaded otherwise). Tensors are converted once, here, to the compute dtype and
+device: the forward pass never casts weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from cascade_worker.blocks.store import BlockStore
+from cascade_worker.engine.config import ModelConfig
+
+
+@dataclass
+class LayerWeights:
+    input_norm: torch.Tensor
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    q_bias: torch.Tensor | None
+    k_bias: torch.Tensor | None
+    v_bias: torch.Tensor | None
+    o: torch.Tensor
+    post_norm: torch.Tensor
+    gate: torch.Tensor
+    up: torch.Tensor
+    down: torch.Tensor
+
+
+@dataclass
+class StageWeights:
+    start: int
+    end: int
+    layers: list[LayerWeights]  # layers[i] is decoder layer start + i
+    embed: torch.Tensor | None  # only when start == 0
+    norm: torch.Tensor | None  # only when end == num_layers
+    lm_head: torch.Tensor | None  # only when end == num_layers
+
+
+def compute_dtype(config: ModelConfig, device: torch.device) -> torch.dtype:
+    """float32 on CPU (fast there, exact parity); the checkpoint's half type on GPUs."""
+    if device.type == "cpu":
+        return torch.float32
+    return torch.bfloat16 if config.dtype == "bfloat16" else torch.float16
+
+
+def store_tensors(
+    store: BlockStore, config: ModelConfig, start: int, end: int
+) -> dict[str, torch.Tensor]:
+    """HF-named views of every tensor stage [start, end) needs, from the held blocks."""
+    manifest = store.manifest
+    wanted = {manifest.block_of_layer(layer) for layer in range(start, end)}
+    if start == 0 or (end == config.num_layers and config.tie_word_embeddings):
+        wanted.add(0)  # embed_tokens (also the LM head when tied)
+    if end == config.num_layers:
+        wanted.add(len(manifest.blocks) - 1)  # model.norm, lm_head
+    missing = [i for i in sorted(wanted) if not store.has(i)]
+    if missing:
+        raise ValueError(f"layers [{start}, {end}) need blocks {missing}, not held")
+    tensors: dict[str, torch.Tensor] = {}
+    for index in sorted(wanted):
+        tensors.update(store.tensors(index))
+    return tensors
+
+
+def load_stage_weights(
+    source: BlockStore | Mapping[str, torch.Tensor],
+    config: ModelConfig,
+    start: int,
+    end: int,
+    *,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype | None = None,
+) -> StageWeights:
+    """Weights of layers [start, end) on `device` in `dtype` (default: compute_dtype)."""
+    if not 0 <= start < end <= config.num_layers:
+        raise ValueError(f"layer range [{start}, {end}) outside 0..{config.num_layers}")
+    device = torch.device(device)
+    dtype = dtype or compute_dtype(config, device)
+    tensors = (
+        store_tensors(source, config, start, end) if isinstance(source, BlockStore) else source
+    )
+
+    def get(name: str) -> torch.Tensor:
+        if name not in tensors:
+            raise ValueError(f"checkpoint lacks tensor {name!r}")
+        return tensors[name].to(device=device, dtype=dtype)
+
+    def maybe(name: str) -> torch.Tensor | None:
+        return get(name) if config.attention_bias else None
+
+    layers = []
+    for n in range(start, end):
+        p = f"model.layers.{n}."
+        a = p + "self_attn."
+        layers.append(
+            LayerWeights(
+                input_norm=get(p + "input_layernorm.weight"),
+                q=get(a + "q_proj.weight"),
+                k=get(a + "k_proj.weight"),
+                v=get(a + "v_proj.weight"),
+                q_bias=maybe(a + "q_proj.bias"),
+                k_bias=maybe(a + "k_proj.bias"),
+                v_bias=maybe(a + "v_proj.bias"),
+                o=get(a + "o_proj.weight"),
+                post_norm=get(p + "post_attention_layernorm.weight"),
+                gate=get(p + "mlp.gate_proj.weight"),
+                up=get(p + "mlp.up_proj.weight"),
+                down=get(p + "mlp.down_proj.weight"),
+            )
+        )
+    last = end == config.num_layers
+    head = None
+    if last:
+        tied = config.tie_word_embeddings
+        head = get("model.embed_tokens.weight" if tied else "lm_head.weight")
+    return StageWeights(
+        start=start,
+        end=end,
+        layers=layers,
+        embed=get("model.embed_tokens.weight") if start == 0 else None,
+        norm=get("model.norm.weight") if last else None,
+        lm_head=head,
+    )
