@@ -1,8 +1,12 @@
 """Gateway configuration: command-line flags over the environment the operator sets.
 
 The operator runs one gateway per ModelDeployment and tells it, through the environment,
-which model name it serves (what clients put in the OpenAI ``model`` field). Pure: no
-I/O, unit-tested with plain dicts.
+which model name it serves (what clients put in the OpenAI ``model`` field) and how to
+find its workers: ``CASCADE_DISCOVERY=kubernetes`` with ``CASCADE_DEPLOYMENT`` and
+``POD_NAMESPACE`` lists the deployment's worker pods; ``CASCADE_BACKENDS`` (or
+``--backend``) names worker URLs directly, which is what tests and `cascade dev` use.
+Queue bounds, the request deadline and retry attempts are flags too, so load tests can
+tighten them. Pure: no I/O, unit-tested with plain dicts.
 """
 
 from __future__ import annotations
@@ -12,7 +16,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cascade_api.constants import GATEWAY_PORT
-from cascade_worker.config import add_serving_args
+from cascade_worker.config import add_serving_args, parse_seconds
+
+DISCOVERY_STATIC = "static"
+DISCOVERY_KUBERNETES = "kubernetes"
+
+DEFAULT_INTERACTIVE_QUEUE = 256
+DEFAULT_BATCH_QUEUE = 4096
+DEFAULT_REQUEST_TIMEOUT = 300.0
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_BACKEND_SLACK = 2
+DEFAULT_POLL_SECONDS = 1.0
+DEFAULT_DISCOVERY_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -23,31 +38,148 @@ class GatewayConfig:
     host: str
     # OpenAI API port (0 = any free port, for tests).
     port: int
-    # The model id listed by /v1/models; empty when the operator has not set one.
+    # The model id listed by /v1/models; empty when the operator has not set one (then
+    # any model name the workers report is accepted).
     model_name: str
-    # Name of the ModelDeployment this gateway fronts; a metrics label.
+    # Name of the ModelDeployment this gateway fronts; a metrics label and, with
+    # kubernetes discovery, the worker pods' cascade.dev/deployment label value.
     deployment: str
     # Seconds between readiness turning 503 on SIGTERM and the listener closing.
     drain_seconds: float
+    # Worker base URLs given statically (--backend / $CASCADE_BACKENDS).
+    backends: tuple[str, ...] = ()
+    # "static" (only `backends`) or "kubernetes" (plus the deployment's worker pods).
+    discovery: str = DISCOVERY_STATIC
+    # Namespace to list worker pods in ($POD_NAMESPACE, set by the downward API).
+    namespace: str = "default"
+    # Requests allowed to wait per class; one more answers 429 (the client backs off
+    # instead of the gateway holding unbounded memory and latency).
+    interactive_queue: int = DEFAULT_INTERACTIVE_QUEUE
+    batch_queue: int = DEFAULT_BATCH_QUEUE
+    # Bound on a request's whole life (queueing, retries, generation).
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    # Backends tried per request before giving up (failures before the first token).
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    # In-flight requests a backend may hold beyond its max_batch: a few queued at the
+    # worker keep its batch full between our dispatches.
+    backend_slack: int = DEFAULT_BACKEND_SLACK
+    # Seconds between GET /v1/load polls of each backend.
+    poll_seconds: float = DEFAULT_POLL_SECONDS
+    # Seconds between worker pod listings (kubernetes discovery).
+    discovery_seconds: float = DEFAULT_DISCOVERY_SECONDS
+    # Seconds a full queue tells clients to wait (Retry-After).
+    retry_after: int = 1
+
+
+def parse_backends(value: str) -> list[str]:
+    """Comma-separated worker URLs; a bare host:port gets http://, trailing / dropped."""
+    urls = []
+    for part in value.split(","):
+        url = part.strip().rstrip("/")
+        if not url:
+            continue
+        if "://" not in url:
+            url = "http://" + url
+        urls.append(url)
+    return urls
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from exc
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {number}")
+    return number
+
+
+def _count(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from exc
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {number}")
+    return number
+
+
+def _positive_seconds(value: str) -> float:
+    seconds = parse_seconds(value)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {seconds}")
+    return seconds
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cascade-gateway",
-        description="Cascade gateway: OpenAI-compatible front for one ModelDeployment "
-        "(this release: model listing, probes and metrics; no request routing yet).",
+        description="Cascade gateway: OpenAI-compatible front for one ModelDeployment; "
+        "queues requests per class and routes them to the least-loaded worker.",
     )
     add_serving_args(parser, env, port_env="CASCADE_GATEWAY_PORT", default_port=GATEWAY_PORT)
+    add = parser.add_argument
+    add(
+        "--backend",
+        action="append",
+        default=[],
+        help="worker base URL, repeatable (also $CASCADE_BACKENDS, comma-separated)",
+    )
+    add(
+        "--discovery",
+        choices=[DISCOVERY_STATIC, DISCOVERY_KUBERNETES],
+        default=env.get("CASCADE_DISCOVERY", DISCOVERY_STATIC),
+        help="also find worker pods through the Kubernetes API (env CASCADE_DISCOVERY)",
+    )
+    for name, env_name, default, kind, what in (
+        ("--interactive-queue", "CASCADE_INTERACTIVE_QUEUE", DEFAULT_INTERACTIVE_QUEUE, _count,
+         "interactive requests allowed to wait"),
+        ("--batch-queue", "CASCADE_BATCH_QUEUE", DEFAULT_BATCH_QUEUE, _count,
+         "batch requests allowed to wait"),
+        ("--request-timeout", "CASCADE_REQUEST_TIMEOUT", DEFAULT_REQUEST_TIMEOUT,
+         _positive_seconds, "seconds a request may take in all"),
+        ("--max-attempts", "CASCADE_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS, _positive_int,
+         "backends tried per request"),
+        ("--backend-slack", "CASCADE_BACKEND_SLACK", DEFAULT_BACKEND_SLACK, _count,
+         "in-flight requests per backend beyond its max_batch"),
+        ("--poll-seconds", "CASCADE_POLL_SECONDS", DEFAULT_POLL_SECONDS, _positive_seconds,
+         "seconds between backend load polls"),
+        ("--discovery-seconds", "CASCADE_DISCOVERY_SECONDS", DEFAULT_DISCOVERY_SECONDS,
+         _positive_seconds, "seconds between worker pod listings"),
+    ):  # fmt: skip
+        add(
+            name,
+            type=kind,
+            default=env.get(env_name, str(default)),
+            help=f"{what} (env {env_name}, default {default})",
+        )
     return parser
 
 
 def load_config(argv: Sequence[str], env: Mapping[str, str]) -> GatewayConfig:
     """Parse flags (defaults from ``env``); exits with a usage error on bad values."""
-    args = build_parser(env).parse_args(list(argv))
+    parser = build_parser(env)
+    args = parser.parse_args(list(argv))
+    backends = parse_backends(env.get("CASCADE_BACKENDS", ""))
+    for flag in args.backend:
+        backends += parse_backends(flag)
+    deployment = env.get("CASCADE_DEPLOYMENT", "")
+    if args.discovery == DISCOVERY_KUBERNETES and not deployment:
+        parser.error("--discovery kubernetes needs $CASCADE_DEPLOYMENT")
     return GatewayConfig(
         host=args.host,
         port=args.port,
         model_name=env.get("CASCADE_MODEL_NAME", ""),
-        deployment=env.get("CASCADE_DEPLOYMENT", ""),
+        deployment=deployment,
         drain_seconds=args.drain_seconds,
+        backends=tuple(dict.fromkeys(backends)),
+        discovery=args.discovery,
+        namespace=env.get("POD_NAMESPACE", "default"),
+        interactive_queue=args.interactive_queue,
+        batch_queue=args.batch_queue,
+        request_timeout=args.request_timeout,
+        max_attempts=args.max_attempts,
+        backend_slack=args.backend_slack,
+        poll_seconds=args.poll_seconds,
+        discovery_seconds=args.discovery_seconds,
     )

@@ -1,104 +1,175 @@
 """`cascade-gateway`: the OpenAI-compatible front of one ModelDeployment.
 
-In this release the gateway lists its model and answers the probes, so clients,
-Services and the operator's readiness checks see the final API surface early. Request
-routing (per-class queues, instances and execute-while-load pipelines, load reports to
-the autoscaler) comes in a later issue: until then ``POST /v1/completions`` and
-``POST /v1/chat/completions`` answer 503 with an OpenAI-style error body, which OpenAI
-clients surface as a retryable "service unavailable".
+A request's path through the gateway::
 
-Endpoints (port $CASCADE_GATEWAY_PORT, default 8000, bound to $POD_IP when set):
-``/healthz``, ``/readyz``, ``/metrics`` (shared with the worker, see
-:mod:`cascade_worker.health`), ``GET /v1/models``, and the two POST routes above.
+    POST /v1/{chat/,}completions
+      -> api_request: validate, 400/404 naming the field      (pure)
+      -> scheduler:   class queue, 429 when full              (policy.py, pure)
+      -> router:      least-loaded ready backend with room     (router.py, pure)
+      -> dispatch:    stream from the worker, retry elsewhere before the first token
+      -> handlers:    OpenAI JSON or SSE (api_response.py, pure)
+
+Backends are worker URLs (static flags, or the deployment's worker pods when
+``CASCADE_DISCOVERY=kubernetes``); each one's ``/v1/load`` report is polled about once
+a second (backends.py). Endpoints (port $CASCADE_GATEWAY_PORT, default 8000, bound to
+$POD_IP when set): ``POST /v1/completions``, ``POST /v1/chat/completions`` (stream and
+non-stream), ``GET /v1/models``, ``GET /v1/load`` (the gateway's aggregate load report
+for the autoscaler), and from :mod:`cascade_worker.health` ``/healthz``, ``/readyz``
+(200 only while some backend is ready and the gateway is not draining) and ``/metrics``.
+On SIGTERM new requests get 503 while accepted ones finish within the drain grace.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import aiohttp
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 
-from cascade_gateway.config import GatewayConfig, load_config
-from cascade_worker.health import create_app, new_registry, serve, setup_logging
+from cascade_gateway.backends import BackendPool, poll_loop
+from cascade_gateway.config import DISCOVERY_KUBERNETES, GatewayConfig, load_config
+from cascade_gateway.handlers import GATEWAY_KEY, chat_completions, completions
+from cascade_gateway.loadreport import BackendLoad, GatewayLoad, class_load
+from cascade_gateway.metrics import register_metrics
+from cascade_gateway.router import ready_count, routable
+from cascade_gateway.runtime import Gateway, readiness_gate
+from cascade_gateway.scheduler import Scheduler
+from cascade_worker.engine.protocol import RequestClass
+from cascade_worker.health import Health, create_app, new_registry, serve, setup_logging
 
 log = logging.getLogger("cascade_gateway")
 
 OWNED_BY = "cascade"
-UNAVAILABLE_MESSAGE = (
-    "inference engine not available yet: this Cascade release does not route requests to workers"
-)
-
-CONFIG_KEY = web.AppKey("cascade_gateway_config", GatewayConfig)
-CREATED_KEY = web.AppKey("cascade_gateway_created", int)
-REQUESTS_KEY = web.AppKey("cascade_gateway_requests", Counter)
 
 
-def register_metrics(registry: CollectorRegistry, config: GatewayConfig) -> Counter:
-    """The gateway's own series; returns the request counter the handlers bump."""
-    info = Info(
-        "cascade_gateway", "Which model and deployment this gateway serves.", registry=registry
-    )
-    info.info({"model": config.model_name, "deployment": config.deployment})
-    up = Gauge("cascade_gateway_up", "1 while the gateway process is serving.", registry=registry)
-    up.set(1)
-    return Counter(
-        "cascade_gateway_requests",
-        "OpenAI API requests by endpoint and HTTP status code.",
-        ["endpoint", "code"],
-        registry=registry,
-    )
-
-
-def models_body(model_name: str, created: int) -> dict[str, Any]:
-    """OpenAI ``GET /v1/models`` list: the one model this gateway serves, if named."""
-    data = (
-        [{"id": model_name, "object": "model", "created": created, "owned_by": OWNED_BY}]
-        if model_name
-        else []
-    )
+def models_body(model_names: Sequence[str], created: int) -> dict[str, Any]:
+    """OpenAI ``GET /v1/models`` list: the model(s) this gateway serves, if named."""
+    data = [
+        {"id": name, "object": "model", "created": created, "owned_by": OWNED_BY}
+        for name in model_names
+    ]
     return {"object": "list", "data": data}
 
 
-def unavailable_body() -> dict[str, Any]:
-    """OpenAI-style error for requests the gateway cannot serve yet."""
-    return {
-        "error": {
-            "message": UNAVAILABLE_MESSAGE,
-            "type": "service_unavailable",
-            "param": None,
-            "code": "engine_unavailable",
-        }
+def load_body(gw: Gateway) -> GatewayLoad:
+    now = gw.pool.clock()
+    metrics = gw.metrics
+    classes = {
+        cls.value: class_load(
+            gw.scheduler.depth(cls),
+            gw.scheduler.in_flight(cls),
+            gw.scheduler.limits[cls],
+            metrics.recent_ttft[cls].values(now),
+            metrics.recent_wait[cls].values(now),
+        )
+        for cls in RequestClass
     }
+    backends = [
+        BackendLoad(
+            url=s.url,
+            ready=routable(s.view(), now),
+            draining=bool(s.report and s.report.draining),
+            in_flight=s.in_flight,
+            running=s.report.running if s.report else 0,
+            waiting=s.report.waiting if s.report else 0,
+            max_batch=s.report.max_batch if s.report else 0,
+            kv_cache_usage=s.report.kv_cache_usage if s.report else 0.0,
+            tokens_per_s=s.report.tokens_per_s if s.report else 0.0,
+            error=s.error,
+        )
+        for s in gw.pool.states()
+    ]
+    return GatewayLoad(
+        model=gw.config.model_name,
+        deployment=gw.config.deployment,
+        draining=gw.health.draining,
+        backends_total=len(backends),
+        backends_ready=sum(b.ready for b in backends),
+        tokens_per_s=sum(b.tokens_per_s for b in backends),
+        classes=classes,
+        backends=backends,
+    )
 
 
 async def _models(request: web.Request) -> web.Response:
-    config = request.app[CONFIG_KEY]
-    request.app[REQUESTS_KEY].labels(endpoint="/v1/models", code="200").inc()
-    return web.json_response(models_body(config.model_name, request.app[CREATED_KEY]))
+    gw = request.app[GATEWAY_KEY]
+    names = [gw.config.model_name] if gw.config.model_name else sorted(gw.models())
+    gw.metrics.requests.labels("/v1/models", "200", "-").inc()
+    return web.json_response(models_body(names, gw.created))
 
 
-async def _unavailable(request: web.Request) -> web.Response:
-    request.app[REQUESTS_KEY].labels(endpoint=request.path, code="503").inc()
-    return web.json_response(unavailable_body(), status=503)
+async def _load(request: web.Request) -> web.Response:
+    return web.json_response(load_body(request.app[GATEWAY_KEY]).model_dump(mode="json"))
+
+
+async def _background(app: web.Application) -> AsyncIterator[None]:
+    """The backend HTTP session, the load poller and (optionally) pod discovery."""
+    gw = app[GATEWAY_KEY]
+    config = gw.config
+    connector = aiohttp.TCPConnector(limit=0)  # one connection per in-flight stream
+    gw.session = aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None, connect=5.0),
+        read_bufsize=1 << 20,
+    )
+    tasks = [asyncio.create_task(poll_loop(gw.pool, gw.session, config.poll_seconds))]
+    if config.discovery == DISCOVERY_KUBERNETES:
+        from cascade_gateway.kube import discovery_loop
+
+        tasks.append(
+            asyncio.create_task(
+                discovery_loop(
+                    gw.pool, config.namespace, config.deployment, config.discovery_seconds
+                )
+            )
+        )
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        gw.scheduler.close()
+        await gw.session.close()
 
 
 def build_app(config: GatewayConfig, *, created: int | None = None) -> web.Application:
     registry = new_registry()
-    requests = register_metrics(registry, config)
-    app = create_app(registry)
-    app[CONFIG_KEY] = config
-    app[CREATED_KEY] = int(time.time()) if created is None else created
-    app[REQUESTS_KEY] = requests
+    metrics = register_metrics(registry, config)
+    pool = BackendPool(config.backends)
+    limits = {
+        RequestClass.INTERACTIVE: config.interactive_queue,
+        RequestClass.BATCH: config.batch_queue,
+    }
+    scheduler = Scheduler(pool, limits, config.backend_slack)
+    health = Health(gates=[readiness_gate(pool)])
+    gw = Gateway(
+        config=config,
+        pool=pool,
+        scheduler=scheduler,
+        metrics=metrics,
+        health=health,
+        created=int(time.time()) if created is None else created,
+    )
+    metrics.bind(
+        scheduler.depth, scheduler.in_flight, lambda: ready_count(pool.views(), pool.clock())
+    )
+    app = create_app(registry, health)
+    app[GATEWAY_KEY] = gw
     app.router.add_get("/v1/models", _models)
-    app.router.add_post("/v1/completions", _unavailable)
-    app.router.add_post("/v1/chat/completions", _unavailable)
+    app.router.add_get("/v1/load", _load)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.cleanup_ctx.append(_background)
     return app
 
 
@@ -106,7 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(os.environ)
     config = load_config(sys.argv[1:] if argv is None else argv, os.environ)
     log.info(
-        "cascade-gateway deployment=%s model=%s", config.deployment or "-", config.model_name or "-"
+        "cascade-gateway deployment=%s model=%s backends=%s discovery=%s",
+        config.deployment or "-",
+        config.model_name or "-",
+        ",".join(config.backends) or "-",
+        config.discovery,
     )
     asyncio.run(
         serve(build_app(config), config.host, config.port, drain_seconds=config.drain_seconds)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cascade_gateway.config import GatewayConfig, load_config
+from cascade_gateway.config import GatewayConfig, load_config, parse_backends
 from cascade_worker.config import DEFAULT_DRAIN_SECONDS
 
 
@@ -16,6 +16,10 @@ def test_defaults() -> None:
         deployment="",
         drain_seconds=DEFAULT_DRAIN_SECONDS,
     )
+    config = load_config([], {})
+    assert (config.discovery, config.backends, config.namespace) == ("static", (), "default")
+    assert (config.interactive_queue, config.batch_queue) == (256, 4096)
+    assert (config.request_timeout, config.max_attempts, config.backend_slack) == (300.0, 3, 2)
 
 
 def test_env_and_flags() -> None:
@@ -32,7 +36,51 @@ def test_env_and_flags() -> None:
     assert load_config(["--port", "0"], env).port == 0
 
 
-def test_bad_port_env_is_usage_error() -> None:
+def test_backends_queues_and_discovery() -> None:
+    env = {
+        "CASCADE_BACKENDS": "http://10.0.0.1:8080/, 10.0.0.2:8080,,",
+        "CASCADE_DISCOVERY": "kubernetes",
+        "CASCADE_DEPLOYMENT": "tiny",
+        "POD_NAMESPACE": "serving",
+        "CASCADE_BATCH_QUEUE": "7",
+        "CASCADE_REQUEST_TIMEOUT": "30",
+    }
+    config = load_config(
+        ["--backend", "http://10.0.0.3:8080", "--backend", "10.0.0.1:8080",
+         "--interactive-queue", "0", "--max-attempts", "5", "--backend-slack", "1",
+         "--poll-seconds", "0.5", "--discovery-seconds", "4"],
+        env,
+    )  # fmt: skip
+    assert config.backends == (
+        "http://10.0.0.1:8080",
+        "http://10.0.0.2:8080",
+        "http://10.0.0.3:8080",
+    )
+    assert (config.discovery, config.namespace, config.deployment) == (
+        "kubernetes", "serving", "tiny"
+    )  # fmt: skip
+    assert (config.interactive_queue, config.batch_queue) == (0, 7)
+    assert (config.request_timeout, config.max_attempts, config.backend_slack) == (30.0, 5, 1)
+    assert (config.poll_seconds, config.discovery_seconds) == (0.5, 4.0)
+
+
+def test_parse_backends() -> None:
+    assert parse_backends("") == []
+    assert parse_backends("a:1,https://b/") == ["http://a:1", "https://b"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        ([], {"CASCADE_GATEWAY_PORT": "eighty"}),
+        (["--max-attempts", "0"], {}),
+        (["--request-timeout", "0"], {}),
+        (["--interactive-queue", "-1"], {}),
+        (["--discovery", "consul"], {}),
+        (["--discovery", "kubernetes"], {}),  # needs CASCADE_DEPLOYMENT
+    ],
+)
+def test_bad_values_are_usage_errors(argv: list[str], env: dict[str, str]) -> None:
     with pytest.raises(SystemExit) as exc:
-        load_config([], {"CASCADE_GATEWAY_PORT": "eighty"})
+        load_config(argv, env)
     assert exc.value.code == 2

@@ -1,12 +1,14 @@
-"""The gateway process: model listing, 503 for inference routes, metrics.
+"""The gateway app without backends: model listing, probes, metrics, load report, 4xx.
 
-SIGTERM handling is shared with the worker and tested for both in test_worker_health.py.
+SIGTERM handling is shared with the worker and tested for both in test_worker_health.py;
+requests against fake workers are in test_gateway_openai.py / test_gateway_dispatch.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
@@ -24,7 +26,10 @@ def request(config: GatewayConfig, calls: list[tuple[str, str, Any]]) -> list[tu
         out = []
         async with TestClient(TestServer(build_app(config, created=1700000000))) as client:
             for method, path, payload in calls:
-                resp = await client.request(method, path, json=payload)
+                if isinstance(payload, bytes):
+                    resp = await client.request(method, path, data=payload)
+                else:
+                    resp = await client.request(method, path, json=payload)
                 out.append((resp.status, resp.content_type, await resp.text()))
         return out
 
@@ -43,39 +48,87 @@ def test_models_lists_the_served_model() -> None:
 
 
 def test_models_is_empty_without_a_model_name() -> None:
-    assert models_body("", 0) == {"object": "list", "data": []}
+    assert models_body([], 0) == {"object": "list", "data": []}
+    [(_, _, body)] = request(replace(CONFIG, model_name=""), [("GET", "/v1/models", None)])
+    assert json.loads(body)["data"] == []
 
 
-def test_inference_routes_are_503_with_openai_error() -> None:
-    completion = {"model": "tiny-llama", "prompt": "hi"}
-    chat = {"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}]}
-    answers = request(
-        CONFIG,
-        [("POST", "/v1/completions", completion), ("POST", "/v1/chat/completions", chat)],
-    )
-    for status, ctype, body in answers:
-        assert (status, ctype) == (503, "application/json")
-        error = json.loads(body)["error"]
-        assert error["type"] == "service_unavailable"
-        assert error["message"].startswith("inference engine not available yet")
-        assert error["code"] == "engine_unavailable"
-
-
-def test_probes_and_metrics() -> None:
+def test_bad_requests_are_answered_before_queueing() -> None:
     answers = request(
         CONFIG,
         [
+            ("POST", "/v1/completions", b"{not json"),
+            ("POST", "/v1/completions", [1, 2]),
+            ("POST", "/v1/completions", {"prompt": "hi"}),
+            ("POST", "/v1/chat/completions", {"model": "other", "messages": []}),
+            ("POST", "/v1/completions", {"model": "tiny-llama", "prompt": "x", "top_p": "1"}),
+        ],
+    )
+    statuses = [a[0] for a in answers]
+    assert statuses == [400, 400, 400, 404, 400]
+    errors = [json.loads(a[2])["error"] for a in answers]
+    assert errors[0]["message"].startswith("We could not parse the JSON body")
+    assert errors[1]["message"] == "The request body must be a JSON object."
+    assert errors[2]["param"] == "model"
+    assert errors[3] == {
+        "message": "The model `other` does not exist or you do not have access to it.",
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "model_not_found",
+    }
+    assert errors[4]["param"] == "top_p"
+
+
+def test_no_backend_means_not_ready_and_requests_time_out() -> None:
+    config = replace(CONFIG, request_timeout=0.2)
+    answers = request(
+        config,
+        [
             ("GET", "/healthz", None),
             ("GET", "/readyz", None),
-            ("POST", "/v1/completions", {}),
+            ("POST", "/v1/completions", {"model": "tiny-llama", "prompt": "hi"}),
             ("GET", "/metrics", None),
         ],
     )
-    assert [a[0] for a in answers] == [200, 200, 503, 200]
+    assert [a[0] for a in answers] == [200, 503, 503, 200]
+    assert answers[1][2] == "no backends known"
+    assert json.loads(answers[2][2])["error"]["code"] == "no_backend"
     metrics = answers[-1][2]
     assert 'cascade_gateway_info{deployment="tiny",model="tiny-llama"} 1.0' in metrics
     assert "cascade_gateway_up 1.0" in metrics
-    assert 'cascade_gateway_requests_total{code="503",endpoint="/v1/completions"} 1.0' in metrics
+    assert (
+        'cascade_gateway_requests_total{class="interactive",code="503",'
+        'endpoint="/v1/completions"} 1.0' in metrics
+    )
+    for series in (
+        'cascade_gateway_queue_depth{class="batch"} 0.0',
+        'cascade_gateway_in_flight{class="interactive"} 0.0',
+        "cascade_gateway_backends_ready 0.0",
+        'cascade_gateway_queue_wait_seconds_count{class="interactive"} 0.0',
+        "cascade_gateway_time_to_first_token_seconds_bucket",
+        "cascade_gateway_inter_token_latency_seconds_bucket",
+    ):
+        assert series in metrics, series
+
+
+def test_load_report_of_an_idle_gateway() -> None:
+    config = replace(CONFIG, backends=("http://127.0.0.1:9",), interactive_queue=5)
+    [(status, _, body)] = request(config, [("GET", "/v1/load", None)])
+    assert status == 200
+    load = json.loads(body)
+    assert load["model"] == "tiny-llama" and load["deployment"] == "tiny"
+    assert (load["backends_total"], load["backends_ready"], load["draining"]) == (1, 0, False)
+    assert load["classes"]["interactive"] == {
+        "queued": 0,
+        "in_flight": 0,
+        "queue_limit": 5,
+        "ttft_p50_s": None,
+        "ttft_p90_s": None,
+        "queue_wait_p50_s": None,
+        "queue_wait_p90_s": None,
+    }
+    assert load["backends"][0]["url"] == "http://127.0.0.1:9"
+    assert load["backends"][0]["ready"] is False
 
 
 def test_unknown_route_is_404_and_get_on_post_route_is_405() -> None:

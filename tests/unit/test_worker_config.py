@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from cascade_worker.config import DEFAULT_DRAIN_SECONDS, WorkerConfig, bind_host, load_config
+from cascade_worker.config import (
+    DEFAULT_DRAIN_SECONDS,
+    DEFAULT_REQUEST_DRAIN_SECONDS,
+    WorkerConfig,
+    bind_host,
+    load_config,
+)
 
 
 def test_defaults_from_empty_env() -> None:
@@ -58,6 +64,61 @@ def test_pod_name_falls_back_to_hostname() -> None:
     ],
 )
 def test_bad_values_are_usage_errors(argv: list[str], env: dict[str, str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        load_config(argv, env)
+    assert exc.value.code == 2
+
+
+def test_serving_defaults() -> None:
+    config = load_config([], {})
+    assert config.serve_on_start is False
+    assert (config.max_batch, config.max_model_len, config.queue_limit) == (None, None, 0)
+    assert (config.device, config.served_name, config.dtype) == ("", "", "auto")
+    assert config.request_drain_seconds == DEFAULT_REQUEST_DRAIN_SECONDS
+
+
+def test_serving_from_env_as_the_operator_sets_it() -> None:
+    env = {
+        "CASCADE_SERVE": "1",
+        "CASCADE_MAX_BATCH_SIZE": "64",
+        "CASCADE_MAX_MODEL_LEN": "4096",
+        "CASCADE_QUEUE_LIMIT": "8",
+        "CASCADE_DEVICE": "cuda:0",
+        "CASCADE_DTYPE": "bfloat16",
+        "CASCADE_SERVED_NAME": "llama",
+        "CASCADE_REQUEST_DRAIN_SECONDS": "5",
+        "CASCADE_MODEL_PATH": "/models/llama",
+    }
+    config = load_config([], env)
+    assert config.serve_on_start is True
+    assert (config.max_batch, config.max_model_len, config.queue_limit) == (64, 4096, 8)
+    assert (config.device, config.served_name, config.dtype) == ("cuda:0", "llama", "bfloat16")
+    assert config.request_drain_seconds == 5.0
+    assert config.model_path == "/models/llama"
+    # CASCADE_MAX_BATCH wins over the operator's CASCADE_MAX_BATCH_SIZE; flags over both.
+    assert load_config([], env | {"CASCADE_MAX_BATCH": "16"}).max_batch == 16
+    argv = ["--no-serve-on-start", "--max-batch", "2", "--max-model-len", "128"]
+    config = load_config([*argv, "--queue-limit", "0"], env)
+    assert (config.serve_on_start, config.max_batch, config.max_model_len) == (False, 2, 128)
+    assert config.queue_limit == 0
+    assert load_config(["--serve-on-start"], {}).serve_on_start is True
+    assert load_config([], {"CASCADE_SERVE": "false"}).serve_on_start is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        ([], {"CASCADE_SERVE": "ture"}),
+        ([], {"CASCADE_DTYPE": "fp8"}),
+        (["--dtype", "int4"], {}),
+        (["--max-batch", "0"], {}),
+        ([], {"CASCADE_MAX_BATCH_SIZE": "many"}),
+        (["--max-model-len", "-5"], {}),
+        (["--queue-limit", "-1"], {}),
+        (["--request-drain-seconds", "-1"], {}),
+    ],
+)
+def test_bad_serving_values_are_usage_errors(argv: list[str], env: dict[str, str]) -> None:
     with pytest.raises(SystemExit) as exc:
         load_config(argv, env)
     assert exc.value.code == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ from aiohttp.test_utils import TestServer
 
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_planner.spec import plan_spec
+from cascade_worker.blocks.store import BlockStore
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control import CONTROL_KEY, Control
 from cascade_worker.control_fetch import split_peer
@@ -166,7 +168,17 @@ def test_bad_requests_are_400_naming_the_field(path: str, body: Any, field: str)
     run(go)
 
 
-def test_conflicts_are_409(model_dir: Path) -> None:
+def test_conflicts_are_409(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first load must still run when the second request arrives: slow it down.
+    real = BlockStore.from_model_dir.__func__  # type: ignore[attr-defined]
+
+    def slow_load(cls: type[BlockStore], path: Path, blocks: int) -> BlockStore:
+        time.sleep(1.0)
+        store: BlockStore = real(cls, path, blocks)
+        return store
+
+    monkeypatch.setattr(BlockStore, "from_model_dir", classmethod(slow_load))
+
     async def go() -> None:
         async with workers(config("w-0", str(model_dir)), config("w-1")) as (a, b):
             # Nothing held: no manifest to offer, nothing to fetch.

@@ -7,15 +7,17 @@ subprocesses on loopback and sends them SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import http.server
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import aiohttp
@@ -23,6 +25,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from cascade_worker.engine.protocol import LoadReport
 from cascade_worker.health import HEALTH_KEY, Health, create_app, new_registry, serve
 
 T = TypeVar("T")
@@ -144,12 +147,39 @@ def _start(module: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], int
     raise AssertionError(f"{module} did not start")
 
 
+class _ReadyBackend(http.server.BaseHTTPRequestHandler):
+    """A worker that only answers the gateway's load poll: ready, idle."""
+
+    def do_GET(self) -> None:
+        body = LoadReport(instance="w", model="m", ready=True, max_batch=4).model_dump_json()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def ready_backend() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ReadyBackend)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
 def run_sigterm_scenario(module: str, env: dict[str, str]) -> dict[str, Any]:
     """Start a pod process, SIGTERM it, and observe readiness and the exit."""
     proc, port = _start(module, {"CASCADE_DRAIN_SECONDS": "1.0", **env})
     try:
         base = f"http://127.0.0.1:{port}"
-        ready_before = _http_status(f"{base}/readyz")
+        deadline = time.monotonic() + 10  # the gateway is ready once it has polled a backend
+        while (ready_before := _http_status(f"{base}/readyz")) != 200:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         sent = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
@@ -176,8 +206,10 @@ def run_sigterm_scenario(module: str, env: dict[str, str]) -> dict[str, Any]:
     ],
 )
 def test_pod_process_sigterm_turns_readiness_off_then_exits_cleanly(
-    module: str, env: dict[str, str]
+    module: str, env: dict[str, str], ready_backend: str
 ) -> None:
+    if module == "cascade_gateway.main":
+        env = {**env, "CASCADE_BACKENDS": ready_backend}
     result = run_sigterm_scenario(module, env)
     assert result["ready_before"] == 200
     assert result["ready_during"] == 503

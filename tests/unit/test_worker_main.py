@@ -43,6 +43,15 @@ def test_status_reports_identity_and_idle_phase() -> None:
         "bytes_received": 0,
         "error": None,
         "last_transfer": None,
+        "serving": False,
+        "draining": False,
+        "engine": "off",
+        "engine_error": None,
+        "max_batch": 0,
+        "max_model_len": 0,
+        "running": 0,
+        "waiting": 0,
+        "layers": None,
     }
 
 

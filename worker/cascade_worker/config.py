@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import argparse
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cascade_api.constants import DATA_PORT, WORKER_PORT
+from cascade_api.modeldeployment import Dtype
 
 DEFAULT_DRAIN_SECONDS = 2.0
 # Blocks a model is cut into when a load request names no count.
 DEFAULT_BLOCKS = 4
+# How long in-flight generations may take to finish at shutdown or on a drain request,
+# after the readiness grace; with the default grace it fits a 30 s termination grace.
+DEFAULT_REQUEST_DRAIN_SECONDS = 20.0
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,22 @@ class WorkerConfig:
     data_port: int = DATA_PORT
     # Blocks per model when a load request does not say ($CASCADE_BLOCKS).
     blocks: int = DEFAULT_BLOCKS
+    # Load $CASCADE_MODEL_PATH and start an engine at start-up ($CASCADE_SERVE=1).
+    serve_on_start: bool = False
+    # Engine bounds when a serve request does not say; None = the engine's default.
+    max_batch: int | None = None
+    max_model_len: int | None = None
+    # Most requests waiting for a batch slot before 429 (0 = no limit): the gateway holds
+    # the real queues, so a worker's queue stays short and its wait visible to routing.
+    queue_limit: int = 0
+    # Where the engine runs ("cuda:0", "cpu"); empty = the engine's default.
+    device: str = ""
+    # Weight/activation dtype ("bfloat16", ...); "auto" = the checkpoint's ($CASCADE_DTYPE).
+    dtype: str = "auto"
+    # The model name in load reports ($CASCADE_SERVED_NAME, set by the operator).
+    served_name: str = ""
+    # Wait for in-flight generations at shutdown/drain before aborting them.
+    request_drain_seconds: float = DEFAULT_REQUEST_DRAIN_SECONDS
 
 
 def bind_host(env: Mapping[str, str]) -> str:
@@ -71,15 +93,40 @@ def parse_seconds(value: str) -> float:
     return seconds
 
 
-def parse_blocks(value: str) -> int:
-    """argparse type for a positive block count."""
+def int_at_least(minimum: int, what: str) -> Callable[[str], int]:
+    """argparse type for a whole number >= `minimum` (`what` names it in errors)."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not a {what}: {value!r}") from exc
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"{what} must be at least {minimum}: {number}")
+        return number
+
+    return parse
+
+
+parse_blocks = int_at_least(1, "block count")
+parse_count = int_at_least(1, "count")  # batch size, context length
+parse_limit = int_at_least(0, "limit")  # 0 = no limit
+
+
+def parse_dtype(value: str) -> str:
+    """argparse type for a ModelDeployment's engine.dtype."""
     try:
-        blocks = int(value)
+        return str(Dtype(value))
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a block count: {value!r}") from exc
-    if blocks < 1:
-        raise argparse.ArgumentTypeError(f"need at least one block: {blocks}")
-    return blocks
+        raise argparse.ArgumentTypeError(f"not one of {', '.join(Dtype)}: {value!r}") from exc
+
+
+def parse_flag(value: str) -> bool:
+    """An on/off environment variable; a typo is an error, not silently "off"."""
+    word = value.strip().lower()
+    if word in TRUE_WORDS | FALSE_WORDS:
+        return word in TRUE_WORDS
+    raise argparse.ArgumentTypeError(f"not on/off: {value!r}")
 
 
 def add_serving_args(
@@ -110,7 +157,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cascade-worker",
         description="Cascade worker: serves one model's layers on one GPU pod "
-        "(this release: health, metrics, status and the weight-transfer control API).",
+        "(health, metrics, status, the weight-transfer control API and /v1/generate).",
     )
     add_serving_args(parser, env, port_env="CASCADE_WORKER_PORT", default_port=WORKER_PORT)
     parser.add_argument(
@@ -125,12 +172,69 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         default=env.get("CASCADE_BLOCKS", str(DEFAULT_BLOCKS)),
         help=f"blocks per model for load (env CASCADE_BLOCKS, default {DEFAULT_BLOCKS})",
     )
+    add_engine_args(parser, env)
     return parser
+
+
+def add_engine_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    """Flags of the serving layer; the operator sets their environment variables."""
+    parser.add_argument(
+        "--serve-on-start",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="load $CASCADE_MODEL_PATH and serve at start (env CASCADE_SERVE=1)",
+    )
+    batch = env.get("CASCADE_MAX_BATCH") or env.get("CASCADE_MAX_BATCH_SIZE")
+    parser.add_argument(
+        "--max-batch",
+        type=parse_count,
+        default=batch,
+        help="running batch bound (env CASCADE_MAX_BATCH or CASCADE_MAX_BATCH_SIZE; "
+        "default: the engine's)",
+    )
+    parser.add_argument(
+        "--max-model-len",
+        type=parse_count,
+        default=env.get("CASCADE_MAX_MODEL_LEN") or None,
+        help="context length (env CASCADE_MAX_MODEL_LEN; default: the engine's)",
+    )
+    parser.add_argument(
+        "--queue-limit",
+        type=parse_limit,
+        default=env.get("CASCADE_QUEUE_LIMIT", "0"),
+        help="waiting requests before 429, 0 = no limit (env CASCADE_QUEUE_LIMIT)",
+    )
+    parser.add_argument(
+        "--device",
+        default=env.get("CASCADE_DEVICE", ""),
+        help="engine device, e.g. cuda:0 (env CASCADE_DEVICE; default: the engine's)",
+    )
+    parser.add_argument(
+        "--dtype",
+        type=parse_dtype,
+        default=env.get("CASCADE_DTYPE") or "auto",
+        help=f"weight dtype, one of {', '.join(Dtype)} (env CASCADE_DTYPE; "
+        "default auto: the checkpoint's)",
+    )
+    parser.add_argument(
+        "--request-drain-seconds",
+        type=parse_seconds,
+        default=env.get("CASCADE_REQUEST_DRAIN_SECONDS", str(DEFAULT_REQUEST_DRAIN_SECONDS)),
+        help="wait for in-flight generations at shutdown before aborting them "
+        f"(env CASCADE_REQUEST_DRAIN_SECONDS, default {DEFAULT_REQUEST_DRAIN_SECONDS})",
+    )
 
 
 def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
     """Parse flags (defaults from ``env``); exits with a usage error on bad values."""
-    args = build_parser(env).parse_args(list(argv))
+    parser = build_parser(env)
+    args = parser.parse_args(list(argv))
+    serve = args.serve_on_start
+    if serve is None:
+        try:
+            serve = parse_flag(env.get("CASCADE_SERVE", ""))
+        except argparse.ArgumentTypeError as exc:
+            parser.error(f"CASCADE_SERVE: {exc}")
     return WorkerConfig(
         host=args.host,
         port=args.port,
@@ -141,4 +245,12 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         model_path=env.get("CASCADE_MODEL_PATH", ""),
         data_port=args.data_port,
         blocks=args.blocks,
+        serve_on_start=serve,
+        max_batch=args.max_batch,
+        max_model_len=args.max_model_len,
+        queue_limit=args.queue_limit,
+        device=args.device,
+        dtype=args.dtype,
+        served_name=env.get("CASCADE_SERVED_NAME", ""),
+        request_drain_seconds=args.request_drain_seconds,
     )

@@ -4,6 +4,7 @@
     POST /v1/control/transfer  {"plan": ScalePlanSpec, "peers": {pod: "host:port"}} -> 202
     POST /v1/control/fetch     {"peer": "IP[:PORT]", "blocks"?} -> 202 (control_fetch.py)
     GET  /v1/control/manifest  -> what this worker holds, to plan a transfer from it
+    POST /v1/control/serve, /v1/control/drain -> 202 (serving/control_routes.py)
 
 Jobs run in the background, one at a time (control_state.py); progress and the last
 outcome show in GET /v1/status. A transfer runs a MulticastNode on the data port: the
@@ -48,11 +49,11 @@ class Control:
     config: WorkerConfig
     options: NodeOptions | None = None  # multicast tuning; None = the executor's defaults
     state: WorkerState = field(default_factory=WorkerState)
-    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     received: Counter | None = None
 
-    def spawn(self, job: Awaitable[None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(job)
+    def spawn(self, job: Awaitable[Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.ensure_future(job)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
@@ -84,6 +85,13 @@ async def _load(ctl: Control, request: web.Request) -> Accepted:
 
 
 def start_load(ctl: Control, req: LoadRequest) -> Accepted:
+    path, blocks = claim_load(ctl, req)
+    ctl.spawn(run_load(ctl, path, blocks))
+    return Accepted(action="load")
+
+
+def claim_load(ctl: Control, req: LoadRequest) -> tuple[Path, int]:
+    """Validate a load and claim the job slot; `run_load` does the work."""
     raw = req.model_path or ctl.config.model_path
     if not raw:
         raise RequestError(400, "modelPath: not given and $CASCADE_MODEL_PATH is empty")
@@ -92,11 +100,10 @@ def start_load(ctl: Control, req: LoadRequest) -> Accepted:
         raise RequestError(400, f"modelPath: {path} is not a model directory (no config.json)")
     blocks = req.blocks or ctl.config.blocks
     ctl.state.claim(Phase.LOADING)
-    ctl.spawn(_run_load(ctl, path, blocks))
-    return Accepted(action="load")
+    return path, blocks
 
 
-async def _run_load(ctl: Control, path: Path, blocks: int) -> None:
+async def run_load(ctl: Control, path: Path, blocks: int) -> None:
     from cascade_worker.blocks.store import BlockStore
 
     try:
@@ -142,7 +149,7 @@ async def start_transfer(ctl: Control, req: TransferRequest, *, claimed: bool = 
                     f"this worker holds {store.manifest.digest}",
                 )
         if not claimed:
-            state.claim(Phase.TRANSFERRING)
+            state.claim(Phase.TRANSFERRING, keeps_store=role.is_source)
             claimed = True
         node = MulticastNode(
             req.plan, me, store, host=ctl.config.host, port=ctl.config.data_port,

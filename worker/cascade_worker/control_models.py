@@ -42,6 +42,22 @@ class FetchRequest(Body):
     blocks: int | None = Field(default=None, ge=1)  # if the peer must load first
 
 
+class ServeRequest(Body):
+    """POST /v1/control/serve: start an engine on the held model (serving/control_routes.py)."""
+
+    max_batch: int | None = Field(default=None, ge=1)  # default: the worker's --max-batch
+    max_model_len: int | None = Field(default=None, ge=1)  # default: --max-model-len
+    # Half-open decoder-layer range to run; only the whole model until stage engines exist.
+    layers: tuple[int, int] | None = None
+
+
+class DrainRequest(Body):
+    """POST /v1/control/drain: stop admitting, finish in-flight requests, stop the engine."""
+
+    # Longest wait for in-flight requests before they are aborted; default from config.
+    timeout_s: float | None = Field(default=None, ge=0)
+
+
 class Accepted(Body):
     """202 body: what was started; progress shows in GET /v1/status."""
 

@@ -3,7 +3,9 @@
 The control handlers (control.py) change this state; GET /v1/status and /metrics read
 it. A worker does one thing at a time (pack a checkpoint, or take part in a transfer),
 so `claim` refuses a second job with a conflict instead of queueing it: the caller (the
-operator, a peer) knows better whether to retry. No I/O here.
+operator, a peer) knows better whether to retry. While an engine serves from the held
+store (serving/service.py), jobs that would replace that store are refused too: drain
+first. No I/O here.
 """
 
 from __future__ import annotations
@@ -35,13 +37,26 @@ class WorkerState:
     node: MulticastNode | None = None  # the running transfer's node
     last_transfer: TransferReport | None = None
     bytes_received_total: int = 0
+    serving: bool = False  # an engine runs (or starts) on `store`
 
-    def claim(self, job: Phase) -> None:
-        """Start `job`, or RequestError(409) if another one runs."""
+    def claim(self, job: Phase, *, keeps_store: bool = False) -> None:
+        """Start `job`, or RequestError(409) if another one runs or it would take the
+        store from a serving engine (`keeps_store`: it only reads it, e.g. sending)."""
         if self.job is not None:
             raise RequestError(409, f"worker is busy ({self.job}); try again when it is done")
+        if self.serving and not keeps_store:
+            raise RequestError(409, f"worker is serving; drain it before {job}")
         self.job = job
         self.error = None
+
+    def begin_serving(self) -> BlockStore:
+        """The complete store an engine may serve from; 409 while a job may replace it."""
+        sending = self.node is not None and self.node.role.is_source
+        if self.job is not None and not sending:
+            raise RequestError(409, f"worker is busy ({self.job}); serve when it is done")
+        store = self.held_model()
+        self.serving = True
+        return store
 
     def release(self, error: str | None = None) -> None:
         self.job = None

@@ -6,7 +6,8 @@ Prometheus rely on, so the behaviour lives here once and the gateway imports it:
 - ``GET /healthz``: liveness. 200 "ok" as long as the event loop answers.
 - ``GET /readyz``: readiness. 200 once the server has started, 503 from the moment a
   SIGTERM/SIGINT arrives. Kubernetes then takes the pod out of its Service endpoints
-  while in-flight requests finish during the drain grace.
+  while in-flight requests finish during the drain grace. A process may add readiness
+  gates (the worker: "an engine serves"); each one that names a reason makes it 503.
 - ``GET /metrics``: Prometheus text (or OpenMetrics when asked for it) from a registry
   owned by the app, so several apps can live in one test process.
 
@@ -20,8 +21,8 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from aiohttp import web
 from aiohttp.web_log import AccessLogger
@@ -45,10 +46,23 @@ class Health:
     started: bool = False
     # Set on SIGTERM: stop taking new traffic, let in-flight requests finish.
     draining: bool = False
+    # Extra conditions: each returns why the process is not ready, or None when it is.
+    gates: list[Callable[[], str | None]] = field(default_factory=list)
 
     @property
     def ready(self) -> bool:
-        return self.started and not self.draining
+        return self.not_ready_reason() is None
+
+    def not_ready_reason(self) -> str | None:
+        if self.draining:
+            return "draining"
+        if not self.started:
+            return "starting"
+        for gate in self.gates:
+            reason = gate()
+            if reason is not None:
+                return reason
+        return None
 
 
 HEALTH_KEY = web.AppKey("cascade_health", Health)
@@ -77,10 +91,9 @@ async def _healthz(request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    health = request.app[HEALTH_KEY]
-    if health.ready:
+    reason = request.app[HEALTH_KEY].not_ready_reason()
+    if reason is None:
         return web.Response(text="ok")
-    reason = "draining" if health.draining else "starting"
     return web.Response(status=503, text=reason)
 
 

@@ -1,15 +1,17 @@
 """`cascade-worker`: the process inside every worker pod.
 
-The worker reports who it is, answers the probes, and takes control requests that move
-model weights: pack the local checkpoint into blocks, take part in a multicast transfer
-plan, or fetch the model from a peer worker (control.py). The engine that runs a layer
-range comes in a later issue and hangs its routes and metrics on the same app.
+The worker reports who it is, answers the probes, takes control requests that move
+model weights (pack the local checkpoint into blocks, take part in a multicast transfer
+plan, or fetch the model from a peer worker: control.py) and serves the model it holds
+(an engine driven by serving/: /v1/generate, /v1/load, /v1/control/serve|drain).
 
 Endpoints (port $CASCADE_WORKER_PORT, default 8080, bound to $POD_IP when set):
 ``/healthz``, ``/readyz`` and ``/metrics`` from :mod:`cascade_worker.health`, the control
-routes under ``/v1/control/``, and ``GET /v1/status`` -> ``{pod, model_uri, data_port,
-phase, model_digest, blocks_loaded, blocks_total, bytes_received, error, last_transfer}``.
-Readiness means "the process serves", whatever the phase.
+routes under ``/v1/control/``, the inference routes, and ``GET /v1/status`` -> ``{pod,
+model_uri, data_port, phase, model_digest, blocks_loaded, blocks_total, bytes_received,
+error, last_transfer, serving, draining, engine, engine_error, max_batch, max_model_len,
+running, waiting, layers}``. Readiness means "the process serves"; once the worker is
+asked to serve (--serve-on-start or a serve request), "an engine takes requests".
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from prometheus_client import CollectorRegistry, Gauge, Info
 from cascade_worker.config import WorkerConfig, load_config
 from cascade_worker.control import CONTROL_KEY, Control, add_control
 from cascade_worker.health import create_app, new_registry, serve, setup_logging
+from cascade_worker.serving.api import SERVING_KEY
+from cascade_worker.serving.control_routes import add_serving
+from cascade_worker.serving.factory import EngineFactory, default_engine_factory
 
 log = logging.getLogger("cascade_worker")
 
@@ -49,16 +54,22 @@ async def _status(request: web.Request) -> web.Response:
         "model_uri": config.model_uri,
         "data_port": config.data_port,
     }
-    return web.json_response(identity | request.app[CONTROL_KEY].state.status())
+    state = request.app[CONTROL_KEY].state.status()
+    return web.json_response(identity | state | request.app[SERVING_KEY].status())
 
 
-def build_app(config: WorkerConfig, control: Control | None = None) -> web.Application:
-    """The worker app; `control` lets tests pass multicast options (fast timeouts)."""
+def build_app(
+    config: WorkerConfig,
+    control: Control | None = None,
+    factory: EngineFactory = default_engine_factory,
+) -> web.Application:
+    """The worker app; tests pass multicast options (`control`) and a fake engine."""
     registry = new_registry()
     register_metrics(registry, config)
     app = create_app(registry)
     app[CONFIG_KEY] = config
     add_control(app, control or Control(config), registry)
+    add_serving(app, registry, factory)
     app.router.add_get("/v1/status", _status)
     return app
 

@@ -1,0 +1,202 @@
+"""OpenAI request bodies -> a validated ``Job`` carrying the worker's ``GenerateRequest``.
+
+Everything a client can get wrong is caught here, before the request takes a queue
+slot, and answered with a 400 naming the field (404 for an unknown model, like
+OpenAI). What this server cannot do (n > 1, echo, logprobs, penalties, tools) is
+refused, not silently ignored. Chat messages go to the worker as messages: it holds the
+tokenizer and renders the model's own chat template. A completion prompt given as token
+ids can be checked against the context length here, since backends report
+``max_model_len``; text prompts are checked by the worker, whose 400 is passed through.
+Pure: the caller passes the accepted model names and the context length in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from cascade_gateway import fields
+from cascade_gateway.errors import ApiError, bad_request, model_not_found
+from cascade_worker.engine.protocol import GenerateRequest, RequestClass, SamplingParams
+
+# OpenAI's default for /v1/completions.
+DEFAULT_COMPLETION_MAX_TOKENS = 16
+# Chat has no fixed default in OpenAI ("up to the context"); the gateway cannot count a
+# chat prompt's tokens, so it asks for this many and the worker stops at the context end.
+DEFAULT_CHAT_MAX_TOKENS = 256
+CLASS_HEADER = "X-Request-Class"
+
+
+class Endpoint(StrEnum):
+    COMPLETIONS = "/v1/completions"
+    CHAT = "/v1/chat/completions"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One accepted OpenAI request, ready to queue and dispatch."""
+
+    endpoint: Endpoint
+    # The model name to echo in responses (what the client asked for).
+    model: str
+    stream: bool
+    # stream_options.include_usage: a final chunk with usage and no choices.
+    include_usage: bool
+    request: GenerateRequest
+
+    @property
+    def request_class(self) -> RequestClass:
+        return self.request.request_class
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the gateway knows about its backends when it parses a request."""
+
+    # Model names accepted in the `model` field; empty accepts any.
+    models: frozenset[str]
+    # The backends' context length; 0 when no backend has reported one yet.
+    max_model_len: int = 0
+
+
+def parse_completion(body: Any, class_header: str | None, limits: Limits, request_id: str) -> Job:
+    data = _common(body, limits)
+    prompt = data.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+        prompt = prompt[0]  # a batch of one prompt
+    text: str | None = None
+    ids: list[int] | None = None
+    if isinstance(prompt, str):
+        text = prompt
+    elif isinstance(prompt, list) and prompt and all(isinstance(p, str | list) for p in prompt):
+        raise bad_request("Only one prompt per request is supported; send one each.", "prompt")
+    elif isinstance(prompt, list):
+        ids = fields.token_ids(prompt, "prompt")
+    else:
+        raise bad_request("'prompt' must be a string or a list of token ids.", "prompt")
+    fields.unsupported(data, "echo", (None, False))
+    fields.unsupported(data, "best_of", (None, 1))
+    fields.unsupported(data, "logprobs", (None,))
+    fields.unsupported(data, "suffix", (None, ""))
+    max_tokens = fields.optional_int(data, "max_tokens", minimum=1)
+    max_tokens = _fit_context(ids, max_tokens, DEFAULT_COMPLETION_MAX_TOKENS, limits)
+    request = GenerateRequest(
+        request_id=request_id,
+        prompt=text,
+        prompt_token_ids=ids,
+        params=_sampling(data, max_tokens),
+        request_class=_request_class(data, class_header),
+    )
+    return _job(Endpoint.COMPLETIONS, data, request)
+
+
+def parse_chat(body: Any, class_header: str | None, limits: Limits, request_id: str) -> Job:
+    data = _common(body, limits)
+    messages = fields.chat_messages(data.get("messages"))
+    fields.unsupported(data, "logprobs", (None, False))
+    fields.unsupported(data, "top_logprobs", (None, 0))
+    fields.unsupported(data, "tools", (None, []))
+    response_format = data.get("response_format")
+    if response_format is not None and response_format != {"type": "text"}:
+        raise bad_request("Only 'response_format' {'type': 'text'} is supported.",
+                          "response_format", "unsupported")  # fmt: skip
+    max_tokens = fields.optional_int(data, "max_completion_tokens", minimum=1)
+    if max_tokens is None:
+        max_tokens = fields.optional_int(data, "max_tokens", minimum=1)
+    if max_tokens is None:
+        max_tokens = DEFAULT_CHAT_MAX_TOKENS
+        if limits.max_model_len > 1:
+            max_tokens = min(max_tokens, limits.max_model_len - 1)
+    request = GenerateRequest(
+        request_id=request_id,
+        messages=messages,
+        params=_sampling(data, max_tokens),
+        request_class=_request_class(data, class_header),
+    )
+    return _job(Endpoint.CHAT, data, request)
+
+
+def _common(body: Any, limits: Limits) -> Mapping[str, Any]:
+    """Checks shared by both endpoints: a JSON object naming a served model, n = 1."""
+    if not isinstance(body, dict):
+        raise bad_request("The request body must be a JSON object.")
+    model = body.get("model")
+    if model is None or model == "":
+        raise bad_request("You must provide a model parameter.", "model")
+    if not isinstance(model, str):
+        raise bad_request("'model' must be a string.", "model")
+    if limits.models and model not in limits.models:
+        raise model_not_found(model)
+    fields.unsupported(body, "n", (None, 1))
+    for penalty in ("presence_penalty", "frequency_penalty"):
+        fields.unsupported(body, penalty, (None, 0, 0.0))
+    fields.unsupported(body, "logit_bias", (None, {}))
+    return body
+
+
+def _sampling(data: Mapping[str, Any], max_tokens: int) -> SamplingParams:
+    return SamplingParams(
+        max_tokens=max_tokens,
+        temperature=fields.number(data, "temperature", 1.0, low=0.0, high=2.0),
+        top_p=fields.number(data, "top_p", 1.0, low=0.0, high=1.0, low_open=True),
+        seed=fields.optional_int(data, "seed"),
+        stop=fields.string_list(data, "stop"),
+        stop_token_ids=fields.optional_token_ids(data, "stop_token_ids"),
+        ignore_eos=fields.flag(data, "ignore_eos"),
+    )
+
+
+def _job(endpoint: Endpoint, data: Mapping[str, Any], request: GenerateRequest) -> Job:
+    stream = fields.flag(data, "stream")
+    options = data.get("stream_options")
+    include_usage = False
+    if options is not None:
+        if not stream:
+            raise bad_request(
+                "'stream_options' is only allowed when 'stream' is true.", "stream_options"
+            )
+        if not isinstance(options, dict):
+            raise bad_request("'stream_options' must be an object.", "stream_options")
+        include_usage = fields.flag(options, "include_usage")
+    return Job(endpoint, data["model"], stream, include_usage, request)
+
+
+def _request_class(data: Mapping[str, Any], header: str | None) -> RequestClass:
+    """Body field first, then the X-Request-Class header; interactive by default."""
+    for value, param in ((data.get("request_class"), "request_class"), (header, CLASS_HEADER)):
+        if value is None or value == "":
+            continue
+        try:
+            return RequestClass(str(value).strip().lower())
+        except ValueError:
+            choices = ", ".join(c.value for c in RequestClass)
+            raise bad_request(f"'{param}' must be one of {choices}, got {value!r}.",
+                              param) from None  # fmt: skip
+    return RequestClass.INTERACTIVE
+
+
+def _fit_context(ids: list[int] | None, asked: int | None, default: int, limits: Limits) -> int:
+    """max_tokens for a prompt; refuses what cannot fit when the prompt length is known."""
+    limit = limits.max_model_len
+    if ids is None or limit <= 0:
+        return default if asked is None else asked
+    if asked is None:
+        if len(ids) < limit:
+            return max(1, min(default, limit - len(ids)))
+        asked = default
+    if len(ids) + asked > limit:
+        raise context_exceeded(limit, len(ids), asked)
+    return asked
+
+
+def context_exceeded(limit: int, prompt: int, completion: int) -> ApiError:
+    param = "prompt" if prompt >= limit else "max_tokens"
+    return bad_request(
+        f"This model's maximum context length is {limit} tokens. However, you requested "
+        f"{prompt + completion} tokens ({prompt} in the prompt, {completion} for the "
+        "completion). Please reduce the prompt or the completion length.",
+        param,
+        "context_length_exceeded",
+    )

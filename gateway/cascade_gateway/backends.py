@@ -1,0 +1,122 @@
+"""The backend pool: which workers exist, what they last reported, what we sent them.
+
+Backends come from two sources, merged: static URLs (flags/env) and discovered worker
+pods (kubernetes discovery replaces its set every listing). Each backend's ``LoadReport``
+is refreshed by ``poll_loop`` about once a second; a failed poll clears the report,
+which makes the backend unroutable until it answers again. Dispatch failures put a
+backend on a short cool-down (``avoid``) so the next requests go elsewhere without
+waiting for the next poll. Every change calls ``on_change`` so the scheduler can place
+waiting requests at once instead of polling for capacity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import aiohttp
+
+from cascade_gateway.router import BackendView
+from cascade_gateway.upstream import fetch_load
+from cascade_worker.engine.protocol import LoadReport
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BackendState:
+    url: str
+    static: bool = False
+    report: LoadReport | None = None
+    in_flight: int = 0
+    avoid_until: float = 0.0
+    # Why the last poll or request failed; "" while healthy. For /v1/load and logs.
+    error: str = ""
+
+    def view(self) -> BackendView:
+        return BackendView(self.url, self.report, self.in_flight, self.avoid_until)
+
+
+class BackendPool:
+    """Mutable state, touched only from the event loop's thread."""
+
+    def __init__(
+        self, static: Iterable[str] = (), clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._states = {url: BackendState(url, static=True) for url in static}
+        self.clock = clock
+        self.on_change: Callable[[], None] = lambda: None
+
+    def urls(self) -> list[str]:
+        return list(self._states)
+
+    def states(self) -> list[BackendState]:
+        return list(self._states.values())
+
+    def views(self) -> list[BackendView]:
+        return [s.view() for s in self._states.values()]
+
+    def set_discovered(self, urls: Iterable[str]) -> None:
+        """Replace the discovered backends (static ones stay)."""
+        wanted = set(urls)
+        for url in list(self._states):
+            state = self._states[url]
+            if not state.static and url not in wanted:
+                log.info("backend gone: %s", url)
+                del self._states[url]
+        for url in sorted(wanted - set(self._states)):
+            log.info("backend found: %s", url)
+            self._states[url] = BackendState(url)
+        self.on_change()
+
+    def update(self, url: str, report: LoadReport | None, error: str = "") -> None:
+        state = self._states.get(url)
+        if state is None:
+            return
+        if report is None and state.report is not None:
+            log.warning("backend %s down: %s", url, error)
+        state.report, state.error = report, error
+        self.on_change()
+
+    def avoid(self, url: str, seconds: float, error: str) -> None:
+        """Skip ``url`` for ``seconds`` after a failure (it answered 429/503 or broke)."""
+        state = self._states.get(url)
+        if state is not None:
+            state.avoid_until = max(state.avoid_until, self.clock() + seconds)
+            state.error = error
+
+    def reserve(self, url: str) -> None:
+        state = self._states.get(url)
+        if state is not None:
+            state.in_flight += 1
+
+    def release(self, url: str) -> None:
+        state = self._states.get(url)
+        if state is not None and state.in_flight > 0:
+            state.in_flight -= 1
+
+
+async def poll_once(pool: BackendPool, session: aiohttp.ClientSession, timeout: float) -> None:
+    """GET /v1/load from every backend at once; a failure marks that one down."""
+    urls = pool.urls()
+    results = await asyncio.gather(
+        *(fetch_load(session, url, timeout) for url in urls), return_exceptions=True
+    )
+    for url, result in zip(urls, results, strict=True):
+        if isinstance(result, LoadReport):
+            pool.update(url, result)
+        elif isinstance(result, Exception):
+            pool.update(url, None, f"load poll failed: {result or type(result).__name__}")
+        else:  # a BaseException such as CancelledError: stop polling
+            raise result
+
+
+async def poll_loop(pool: BackendPool, session: aiohttp.ClientSession, interval: float) -> None:
+    """Poll forever (until cancelled), one round per ``interval`` seconds."""
+    while True:
+        started = pool.clock()
+        await poll_once(pool, session, timeout=max(0.5, interval))
+        await asyncio.sleep(max(0.0, interval - (pool.clock() - started)))

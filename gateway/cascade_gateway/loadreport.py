@@ -1,0 +1,93 @@
+"""The gateway's own load report (``GET /v1/load``), for the autoscaler.
+
+Chiron-style global control needs, per request class, how much is waiting and how fast
+it is being served: queue depth and in-flight counts (now), time to first token and
+queue wait over the last minute (p50/p90 as seen by clients, queueing included), and
+the backends' readiness and throughput. Prometheus has the same series as histograms;
+this endpoint gives the operator one cheap JSON read without a Prometheus server.
+``RecentWindow`` and ``percentile`` are pure (time is passed in).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+WINDOW_S = 60.0
+MAX_SAMPLES = 4096
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in [0, 100]); None for no samples."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+class RecentWindow:
+    """Samples of the last ``window`` seconds (at most ``cap`` of them)."""
+
+    def __init__(self, window: float = WINDOW_S, cap: int = MAX_SAMPLES) -> None:
+        self.window = window
+        self._samples: deque[tuple[float, float]] = deque(maxlen=cap)
+
+    def add(self, now: float, value: float) -> None:
+        self._samples.append((now, value))
+
+    def values(self, now: float) -> list[float]:
+        while self._samples and self._samples[0][0] < now - self.window:
+            self._samples.popleft()
+        return [v for _, v in self._samples]
+
+
+class ClassLoad(BaseModel):
+    queued: int  # waiting in the gateway for a backend slot
+    in_flight: int  # dispatched to a backend, not finished
+    queue_limit: int  # more waiting than this are refused with 429
+    ttft_p50_s: float | None = None  # time to first token, arrival to first token
+    ttft_p90_s: float | None = None
+    queue_wait_p50_s: float | None = None  # arrival to dispatch
+    queue_wait_p90_s: float | None = None
+
+
+class BackendLoad(BaseModel):
+    url: str
+    ready: bool  # routable: ready, not draining, not cooling down after a failure
+    draining: bool
+    in_flight: int  # from this gateway
+    running: int  # the backend's own last report
+    waiting: int
+    max_batch: int
+    kv_cache_usage: float
+    tokens_per_s: float
+    error: str = ""
+
+
+class GatewayLoad(BaseModel):
+    model: str
+    deployment: str
+    draining: bool  # this gateway stopped admitting (SIGTERM)
+    backends_total: int
+    backends_ready: int
+    tokens_per_s: float  # sum of the backends' reported generation rates
+    classes: dict[str, ClassLoad]
+    backends: list[BackendLoad]
+
+
+def class_load(
+    queued: int, in_flight: int, limit: int, ttft: Sequence[float], waits: Sequence[float]
+) -> ClassLoad:
+    return ClassLoad(
+        queued=queued,
+        in_flight=in_flight,
+        queue_limit=limit,
+        ttft_p50_s=percentile(ttft, 50),
+        ttft_p90_s=percentile(ttft, 90),
+        queue_wait_p50_s=percentile(waits, 50),
+        queue_wait_p90_s=percentile(waits, 90),
+    )

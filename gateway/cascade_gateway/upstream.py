@@ -1,0 +1,102 @@
+"""The worker protocol client: ``POST /v1/generate`` (NDJSON stream) and ``GET /v1/load``.
+
+Every way a worker can fail one request ends here as one of two exceptions, so the
+dispatcher's retry rule stays one line:
+
+- ``Rejected``: the worker refused the request itself (a 4xx other than 429, e.g. the
+  prompt is over the context length). Retrying elsewhere would fail the same way, so
+  its status and OpenAI error body go back to the client unchanged.
+- ``Failed``: the backend could not serve it (connection refused or reset, 429 queue
+  full, 503 not serving/draining, other 5xx, a stream that ends or turns to garbage
+  before its final chunk, a final chunk saying error/abort). Another backend may.
+
+Closing the ``generate`` iterator early closes the HTTP response, which is how a client
+disconnect cancels the worker's request (the worker aborts on a closed connection).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+
+import aiohttp
+
+from cascade_worker.engine.protocol import FinishReason, GenerateChunk, GenerateRequest, LoadReport
+
+# How long a backend is skipped after a failure: a full queue (429) clears fast; a
+# broken or draining backend is re-admitted by its next good load poll anyway.
+COOL_DOWN_FULL_S = 0.2
+COOL_DOWN_FAILED_S = 1.0
+
+
+class Rejected(Exception):
+    """The worker answered a 4xx: pass ``status`` and ``body`` (JSON) to the client."""
+
+    def __init__(self, status: int, body: dict[str, object]) -> None:
+        super().__init__(f"worker rejected the request with {status}")
+        self.status = status
+        self.body = body
+
+
+class Failed(Exception):
+    """This backend failed the request; ``cool_down`` seconds before trying it again."""
+
+    def __init__(self, detail: str, cool_down: float = COOL_DOWN_FAILED_S) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.cool_down = cool_down
+
+
+async def fetch_load(session: aiohttp.ClientSession, url: str, timeout: float) -> LoadReport:
+    async with session.get(f"{url}/v1/load", timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+        resp.raise_for_status()
+        return LoadReport.model_validate_json(await resp.read())
+
+
+async def generate(
+    session: aiohttp.ClientSession, url: str, request: GenerateRequest
+) -> AsyncGenerator[GenerateChunk, None]:
+    """Yield the worker's chunks up to and including the final (stop/length) one."""
+    try:
+        async with session.post(
+            f"{url}/v1/generate", json=request.model_dump(mode="json", exclude_none=True)
+        ) as resp:
+            if resp.status != 200:
+                raise _status_error(resp.status, await resp.read())
+            async for line in resp.content:
+                if not line.strip():
+                    continue
+                chunk = GenerateChunk.model_validate_json(line)
+                if chunk.finish_reason in (FinishReason.ERROR, FinishReason.ABORT):
+                    raise Failed(f"worker ended the request: {chunk.error or chunk.finish_reason}")
+                yield chunk
+                if chunk.finish_reason is not None:
+                    return
+            raise Failed("worker stream ended before the final chunk")
+    except aiohttp.ClientError as exc:
+        raise Failed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+    except ValueError as exc:  # pydantic's ValidationError, aiohttp's "line too long"
+        raise Failed(f"worker sent an unreadable chunk: {str(exc)[:200]}") from exc
+
+
+def _status_error(status: int, raw: bytes) -> Rejected | Failed:
+    if 400 <= status < 500 and status != 429:
+        return Rejected(status, _error_body(status, raw))
+    cool_down = COOL_DOWN_FULL_S if status == 429 else COOL_DOWN_FAILED_S
+    message = _error_body(status, raw)["error"]
+    detail = message.get("message") if isinstance(message, dict) else None
+    return Failed(f"worker answered {status}" + (f": {detail}" if detail else ""), cool_down)
+
+
+def _error_body(status: int, raw: bytes) -> dict[str, object]:
+    """The worker's OpenAI error body as is, or one wrapping whatever it sent."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return body
+    text = raw.decode(errors="replace").strip()[:500] or f"HTTP {status}"
+    return {
+        "error": {"message": text, "type": "invalid_request_error", "param": None, "code": None}
+    }

@@ -1,0 +1,7 @@
+"""The serving layer: drives an engine from a thread, streams tokens over HTTP, reports load.
+
+async_engine.py runs any `EngineCore` (engine/protocol.py) on one background thread and
+hands each request its chunks through an asyncio queue; api.py answers `/v1/generate`
+(NDJSON) and `/v1/load`; service.py owns the worker's current engine (start, drain,
+readiness, status); control_routes.py adds `/v1/control/serve` and `/v1/control/drain`.
+"""

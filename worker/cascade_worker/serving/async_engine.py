@@ -1,0 +1,211 @@
+"""AsyncEngine: an EngineCore behind an asyncio API, with admission control and metrics.
+
+`generate(request)` (or `submit` then iterate, when the caller must know about
+admission before it answers, as the HTTP handler does) yields a request's chunks as the
+engine thread (engine_thread.py) produces them. Admission refuses with `NotServing`
+while draining or stopped, `QueueFull` when the waiting queue is at its limit (the
+gateway holds the real queues; a worker's own queue stays short so queue wait shows up
+where routing can act on it), and `RequestRejected` when the core refuses the request.
+Every admitted request ends with exactly one final chunk: the engine's, ABORT (drain
+deadline, stop), or ERROR when the engine failed; a caller never waits forever.
+
+All state here is touched on the event loop only; the thread reports through callbacks
+scheduled on the loop. TTFT/ITL use the time a step ended on the engine thread, so a
+busy loop does not inflate them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator
+
+from cascade_worker.engine.protocol import (
+    EngineCore,
+    EngineStats,
+    FinishReason,
+    GenerateChunk,
+    GenerateRequest,
+    LoadReport,
+    RequestRejected,
+)
+from cascade_worker.serving.engine_thread import EngineThread, settle
+from cascade_worker.serving.errors import NotServing, QueueFull
+from cascade_worker.serving.metrics import LoadNow, ServingMetrics, TokenRate
+from cascade_worker.serving.stream import InFlight, RequestStream
+
+log = logging.getLogger(__name__)
+
+STOP_TIMEOUT_S = 30.0  # longest a step may keep stop() waiting (a long prefill)
+
+
+class AsyncEngine:
+    def __init__(
+        self, core: EngineCore, *, queue_limit: int = 0, metrics: ServingMetrics | None = None
+    ) -> None:
+        self.core = core
+        self.queue_limit = queue_limit  # most requests waiting (not running); 0 = no limit
+        self.draining = False  # admission closed; in-flight requests finish
+        self.stopped = False
+        self.error: str | None = None  # why the engine thread died, if it did
+        self.last_failure: str | None = None  # the last failed step, for status
+        self._thread: EngineThread | None = None
+        self._stats = EngineStats(
+            waiting=0, running=0, max_batch=1, kv_cache_usage=0.0, max_model_len=0
+        )
+        self._requests = InFlight(metrics, self._tell_core)
+        self._admitting: dict[str, asyncio.Future[None]] = {}
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        thread = EngineThread(
+            self.core, loop, on_step=self._on_step, on_failure=self._on_failure,
+            on_exit=self._on_exit,
+        )  # fmt: skip
+        thread.start()
+        try:
+            self._stats = await thread.call(lambda core: core.stats())
+        except BaseException:
+            thread.stop()
+            raise
+        self._thread = thread
+        self._requests.rate = TokenRate(since=time.monotonic())
+
+    # -- load ---------------------------------------------------------------------
+
+    @property
+    def accepting(self) -> bool:
+        return self._thread is not None and not (self.draining or self.stopped or self.error)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._requests)
+
+    @property
+    def waiting(self) -> int:
+        """Queued, not running: what the core says, or what cannot fit in the batch yet
+        (requests admitted since the last step are not in the core's count)."""
+        n = len(self._requests)
+        return min(max(self._stats.waiting, n - self._stats.max_batch, 0), n)
+
+    @property
+    def running(self) -> int:
+        return min(self._stats.running, len(self._requests))
+
+    @property
+    def max_batch(self) -> int:
+        return self._stats.max_batch
+
+    @property
+    def max_model_len(self) -> int:
+        return self._stats.max_model_len
+
+    def load_now(self) -> LoadNow:
+        return LoadNow(
+            serving=self.accepting, waiting=self.waiting, running=self.running,
+            max_batch=self._stats.max_batch, kv_cache_usage=self._stats.kv_cache_usage,
+            tokens_per_s=self._requests.rate.rate(time.monotonic()),
+        )  # fmt: skip
+
+    def load_report(self, *, instance: str, model: str, ready: bool) -> LoadReport:
+        now = self.load_now()
+        return LoadReport(
+            instance=instance, model=model, ready=ready and self.accepting,
+            draining=self.draining, waiting=now.waiting, running=now.running,
+            max_batch=now.max_batch, kv_cache_usage=now.kv_cache_usage,
+            tokens_per_s=now.tokens_per_s, max_model_len=self._stats.max_model_len,
+        )  # fmt: skip
+
+    def set_max_batch(self, n: int) -> bool:
+        """Pass a new batch bound to the core if it supports one (local batch control)."""
+        setter = getattr(self.core, "set_max_batch", None)
+        if setter is None or self._thread is None:
+            return False
+        self._thread.send(lambda: setter(n))
+        return True
+
+    # -- requests -------------------------------------------------------------------
+
+    async def generate(self, request: GenerateRequest) -> AsyncGenerator[GenerateChunk, None]:
+        stream = await self.submit(request)
+        async for chunk in stream:
+            yield chunk
+
+    async def submit(self, request: GenerateRequest) -> RequestStream:
+        """Admit `request` (NotServing, QueueFull, RequestRejected) and return its stream."""
+        if self._thread is None or not self.accepting:
+            raise NotServing(self.why_not_serving())
+        rid = request.request_id
+        if rid in self._requests:
+            raise RequestRejected(f"request_id {rid!r} is already in flight", "request_id")
+        if self.queue_limit and self.waiting >= self.queue_limit:
+            raise QueueFull(f"{self.waiting} requests waiting (limit {self.queue_limit})")
+        stream = self._requests.open(rid)
+        added = self._admitting[rid] = self._thread.add(request)
+        try:
+            await added
+        except asyncio.CancelledError:
+            stream.abort()  # queued behind the add: the core drops it again
+            raise
+        except BaseException:
+            self._requests.forget(rid)
+            raise
+        finally:
+            self._admitting.pop(rid, None)
+        return stream
+
+    def why_not_serving(self) -> str:
+        if self.error:
+            return self.error
+        if self.stopped:
+            return "engine stopped"
+        if self.draining:
+            return "engine draining"
+        return "engine not started" if self._thread is None else "engine serving"
+
+    # -- drain and stop -------------------------------------------------------------
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Stop admitting, wait for in-flight requests; past the deadline abort them.
+        True when everything finished on its own."""
+        self.draining = True
+        try:
+            await asyncio.wait_for(self._requests.idle.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            log.warning("drain deadline: aborting %d request(s)", len(self._requests))
+            self._requests.end_all(FinishReason.ABORT, "aborted: drain deadline", tell_core=True)
+            return False
+
+    async def stop(self) -> None:
+        """End the engine thread (after its current step); unfinished requests ABORT."""
+        self.draining = True
+        if self._thread is not None and not self.stopped:
+            self._thread.stop()
+            if not await asyncio.to_thread(self._thread.join, STOP_TIMEOUT_S):
+                log.warning("engine thread still in a step after %.0fs; leaving it", STOP_TIMEOUT_S)
+        self.stopped = True
+        self._requests.end_all(FinishReason.ABORT, "aborted: engine stopped")
+
+    # -- engine thread callbacks, run on the loop -------------------------------------
+
+    def _on_step(self, chunks: list[GenerateChunk], stats: EngineStats, at: float) -> None:
+        self._stats = stats
+        self._requests.deliver(chunks, at)
+
+    def _on_failure(self, request_ids: list[str], why: str) -> None:
+        self.last_failure = why
+        self._requests.end(request_ids, FinishReason.ERROR, why)
+
+    def _on_exit(self, error: str | None) -> None:
+        self.stopped = True
+        self.error = error
+        for added in self._admitting.values():
+            settle(added, None, NotServing(error or "engine stopped"))
+        if error:
+            self._requests.end_all(FinishReason.ERROR, error)
+
+    def _tell_core(self, request_id: str) -> None:
+        if self._thread is not None:
+            self._thread.abort(request_id)

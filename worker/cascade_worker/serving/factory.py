@@ -1,0 +1,59 @@
+"""How the worker builds an engine from the model it holds: an injectable factory.
+
+The serving layer only needs an `EngineCore` (engine/protocol.py). Production builds
+the real engine; tests pass a fake, so no test needs torch kernels or a GPU. The real
+engine is imported inside the default factory, so the worker starts (and moves weights)
+without it and a missing engine is a clear serve error, not an import-time crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cascade_worker.engine.protocol import EngineCore
+
+if TYPE_CHECKING:
+    from cascade_worker.blocks.store import BlockStore
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """What a serve request or the worker's flags ask of the engine; None = its default."""
+
+    max_batch: int | None = None
+    max_model_len: int | None = None
+    device: str | None = None  # e.g. "cuda:0", "cpu"
+    dtype: str | None = None  # torch dtype name ("bfloat16"); None = the checkpoint's
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+# Called on a worker thread (building an engine copies weights to the device: slow).
+EngineFactory = Callable[["BlockStore", EngineOptions], EngineCore]
+
+
+class EngineUnavailable(RuntimeError):
+    """This build has no usable engine (module missing or failing to import)."""
+
+
+def default_engine_factory(store: BlockStore, options: EngineOptions) -> EngineCore:
+    """The real engine: `LLMEngine.from_store(store, **options)`."""
+    try:
+        import torch
+
+        from cascade_worker.engine.engine import LLMEngine
+    except ImportError as exc:
+        raise EngineUnavailable(
+            f"cannot import the inference engine (cascade_worker.engine.engine): {exc}"
+        ) from exc
+    kwargs = options.as_kwargs()
+    if options.dtype is not None:
+        dtype = getattr(torch, options.dtype, None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"dtype: {options.dtype!r} is not a torch dtype")
+        kwargs["dtype"] = dtype
+    engine: EngineCore = LLMEngine.from_store(store, **kwargs)
+    return engine
