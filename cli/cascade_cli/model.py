@@ -41,6 +41,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     init.add_argument("--shard-mb", type=float, default=100, help="max safetensors file size")
     init.add_argument("--force", action="store_true", help="replace an existing checkpoint")
+    init.add_argument(
+        "--if-missing",
+        action="store_true",
+        help="do nothing when OUT_DIR already holds a checkpoint (idempotent setup scripts)",
+    )
     init.set_defaults(func=_init)
 
     inspect = cmds.add_parser("inspect", help="pack a checkpoint into blocks; print them")
@@ -81,6 +86,9 @@ def _init(args: argparse.Namespace) -> int:
     from cascade_worker.model.checkpoint import write_checkpoint
 
     spec = spec_from_args(args)
+    if args.if_missing and (args.out_dir / "config.json").exists():
+        print(f"{args.out_dir} already holds a checkpoint; leaving it", file=sys.stderr)
+        return 0
     start = time.perf_counter()
     info = write_checkpoint(args.out_dir, spec, shard_mb=args.shard_mb, force=args.force)
     print(

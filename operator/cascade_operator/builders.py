@@ -107,6 +107,8 @@ def worker_pod(ref: MdRef, spec: ModelDeploymentSpec, index: int, cfg: OperatorC
         {"name": "CASCADE_DTYPE", "value": str(spec.engine.dtype)},
         {"name": "CASCADE_MAX_MODEL_LEN", "value": str(spec.engine.max_model_len)},
         {"name": "CASCADE_MAX_BATCH_SIZE", "value": str(spec.engine.max_batch_size)},
+        # Load the model from CASCADE_MODEL_PATH at start and serve it; Ready = serving.
+        {"name": "CASCADE_SERVE", "value": "1"},
     ]
     container: Manifest = {
         "name": "worker",

@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from integration_helpers import ensure_example_model
 
 from cascade_dev.paths import default_state_dir
 from cascade_dev.testing import DevCluster, apiserver_port_busy, cascade_dev, missing_prerequisites
@@ -38,6 +39,7 @@ def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster
             "port 6443 is in use: another local cluster runs (`cascade dev down` it, "
             "or set CASCADE_DEV_REUSE=1 to test against it)"
         )
+    ensure_example_model()
     cascade_dev(state_dir, "up", "--nodes", str(NODES))
     try:
         yield DevCluster.at(state_dir, NODES)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from integration_helpers import EXAMPLE_MODEL
 
 from cascade_dev.testing import wait_for
 
@@ -120,7 +121,7 @@ def model_deployment(name: str, replicas: int, **spec: Any) -> dict[str, Any]:
         "kind": "ModelDeployment",
         "metadata": {"name": name},
         "spec": {
-            "model": {"uri": "file:///var/lib/cascade/models/tiny"},
+            "model": {"uri": f"file://{EXAMPLE_MODEL}"},
             "replicas": replicas,
             **spec,
         },

@@ -1,26 +1,22 @@
 """Issue 3, acceptance 4: a worker pod told to fetch the model from another pod ends equal.
 
 On the real local cluster: a tiny checkpoint made by `cascade model init`, the operator
-running a two-replica ModelDeployment with its file:// URI, then over the workers'
-control API (pod IPs are reachable from the host) `load` on pod 0 and `fetch` on pod 1
-from pod 0's IP; pod 1 must reach phase ready with pod 0's digest and block checksums.
+running a two-replica ModelDeployment with its file:// URI (both pods load and serve it
+at start), then over the workers' control API (pod IPs are reachable from the host)
+pod 1 drains and fetches from pod 0's IP; it must reach phase ready with pod 0's digest
+and block checksums, and once serving again generate pod 0's greedy tokens.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+from integration_helpers import Namespace, generated, http, namespace_with_operator
 
 from cascade_api.constants import WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
@@ -32,81 +28,13 @@ BIN = Path(sys.executable).parent
 MD = "fetcher"
 
 
-def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
-
-
-class Cluster:
-    def __init__(self, dev: DevCluster, namespace: str) -> None:
-        self.dev = dev
-        self.ns = namespace
-
-    def kubectl(self, *args: str, stdin: str | None = None) -> str:
-        return self.dev.kubectl("-n", self.ns, *args, stdin=stdin).stdout
-
-    def worker_pods(self) -> list[dict[str, Any]]:
-        out = self.kubectl(
-            "get",
-            "pods",
-            "-l",
-            f"cascade.dev/deployment={MD},app.kubernetes.io/component=worker",
-            "-o",
-            "json",
-        )
-        pods = json.loads(out)["items"]
-        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-        return sorted(live, key=lambda p: p["metadata"]["name"])
-
-    def ready_pods(self) -> list[dict[str, Any]]:
-        return [
-            p
-            for p in self.worker_pods()
-            if p["status"].get("podIP")
-            and any(
-                c["type"] == "Ready" and c["status"] == "True"
-                for c in p["status"].get("conditions", [])
-            )
-        ]
-
-
 @pytest.fixture
-def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Cluster]:
-    ns = f"cascade-fetch-{uuid.uuid4().hex[:6]}"
-    c = Cluster(dev_cluster, ns)
-    dev_cluster.kubectl("apply", "--validate=false", "-f", str(ROOT / "crds"))
-    dev_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd/modeldeployments.cascade.dev", "--timeout=60s"
-    )
-    dev_cluster.kubectl("create", "namespace", ns)
-    log = (tmp_path / "operator.log").open("ab")
-    operator = subprocess.Popen(
-        [str(BIN / "cascade-operator"), "--namespace", ns, "--liveness-port", "0"],
-        env={**os.environ, "KUBECONFIG": str(dev_cluster.kubeconfig)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        yield c
-    finally:
-        dev_cluster.kubectl("-n", ns, "delete", "md", MD, "--wait=false", check=False)
-        dev_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-        operator.terminate()
-        try:
-            operator.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            operator.kill()
-        log.close()
+def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
+    with namespace_with_operator(dev_cluster, "cascade-fetch", tmp_path) as ns:
+        yield ns
 
 
-def test_pod_fetches_model_from_peer_pod(cluster: Cluster, tmp_path: Path) -> None:
+def test_pod_fetches_model_from_peer_pod(cluster: Namespace, tmp_path: Path) -> None:
     model = tmp_path / "tiny"
     subprocess.run(
         [str(BIN / "cascade"), "model", "init", str(model), "--layers", "4", "--hidden", "64"],
@@ -121,15 +49,16 @@ def test_pod_fetches_model_from_peer_pod(cluster: Cluster, tmp_path: Path) -> No
         "spec": {"model": {"uri": f"file://{model}"}, "replicas": 2},
     }
     cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
-    wait_for("2 worker pods Ready", lambda: len(cluster.ready_pods()) == 2, timeout=180)
-    src, dst = cluster.ready_pods()
+    wait_for("2 worker pods Ready", lambda: len(cluster.ready_pods(MD)) == 2, timeout=180)
+    src, dst = cluster.ready_pods(MD)
     a = f"http://{src['status']['podIP']}:{WORKER_PORT}"
     b = f"http://{dst['status']['podIP']}:{WORKER_PORT}"
-
-    status, doc = http("POST", f"{a}/v1/control/load", {"blocks": 2})
+    # Both loaded the checkpoint at start and serve it. Pod 1 stops serving and drops
+    # its copy for the one it fetches from pod 0.
+    assert http("GET", f"{a}/v1/status")[1]["engine"] == "serving"
+    status, doc = http("POST", f"{b}/v1/control/drain", {})
     assert status == 202, doc
-    wait_for("pod 0 loaded", lambda: http("GET", f"{a}/v1/status")[1]["phase"] != "loading")
-    assert http("GET", f"{a}/v1/status")[1]["phase"] == "ready"
+    wait_for("pod 1 drained", lambda: http("GET", f"{b}/v1/status")[1]["engine"] == "off")
 
     status, doc = http("POST", f"{b}/v1/control/fetch", {"peer": src["status"]["podIP"]})
     assert status == 202, doc
@@ -144,3 +73,10 @@ def test_pod_fetches_model_from_peer_pod(cluster: Cluster, tmp_path: Path) -> No
     assert sb["last_transfer"]["missing"] == [] and sb["bytes_received"] > 0
     ma, mb = http("GET", f"{a}/v1/control/manifest")[1], http("GET", f"{b}/v1/control/manifest")[1]
     assert [blk["checksum"] for blk in ma["blocks"]] == [blk["checksum"] for blk in mb["blocks"]]
+
+    # The fetched copy serves: the same greedy tokens as the pod it came from.
+    status, doc = http("POST", f"{b}/v1/control/serve", {})
+    assert status == 202, doc
+    wait_for("pod 1 serving", lambda: http("GET", f"{b}/v1/status")[1]["engine"] == "serving")
+    ask = {"request_id": "r", "prompt": "Hello", "params": {"max_tokens": 12, "temperature": 0}}
+    assert generated(f"{a}/v1/generate", ask) == generated(f"{b}/v1/generate", ask)

@@ -43,6 +43,10 @@ def test_init_and_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "wrote" in capsys.readouterr().err
     assert main([*argv, "--vocab", "300"]) == 1  # exists; needs --force
     assert "--force" in capsys.readouterr().err
+    before = (out / "model.safetensors").stat().st_mtime_ns
+    assert main([*argv, "--vocab", "300", "--if-missing"]) == 0  # idempotent setup
+    assert "leaving it" in capsys.readouterr().err
+    assert (out / "model.safetensors").stat().st_mtime_ns == before
     assert main(["model", "inspect", str(out), "--blocks", "3"]) == 0
     text = capsys.readouterr().out
     assert "LlamaForCausalLM layers=3" in text and "block 2: layers [2, 3)" in text

@@ -54,6 +54,7 @@ def test_worker_pod_is_owned_labelled_and_shaped() -> None:
     assert container["readinessProbe"]["httpGet"]["path"] == c.READY_PATH
     assert env(container)["CASCADE_MODEL_PATH"] == "/m/tiny"
     assert env(container)["CASCADE_SERVED_NAME"] == "llama"
+    assert env(container)["CASCADE_SERVE"] == "1"  # Ready means the engine serves
 
 
 def test_pvc_model_is_mounted_read_only() -> None:

@@ -36,10 +36,14 @@ from cascade_worker.engine.requests import EngineRequest, prepare_prompt
 from cascade_worker.engine.sampling import sample
 from cascade_worker.engine.scheduler import Scheduler, SchedulerOutput
 from cascade_worker.engine.tokenizer import EngineTokenizer
+from cascade_worker.engine.weights import compute_dtype
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BLOCK_SIZE = 16
+# KV cache per stage when the caller does not size it: enough for small models to batch
+# well, small enough that a few CPU workers share a machine. Never less than one context.
+DEFAULT_KV_CACHE_BYTES = 256 << 20
 
 
 class LLMEngine:
@@ -93,12 +97,22 @@ class LLMEngine:
     ) -> LLMEngine:
         """Whole model in this process, as one stage or split at layer `cuts`.
 
-        The KV cache holds `kv_cache_tokens` positions per layer (default: max_batch full
-        contexts), and at least one full context so any accepted request can finish.
+        `max_model_len` above the model's context length is clamped to it (a deployment's
+        default is generic; the checkpoint knows better). The KV cache holds
+        `kv_cache_tokens` positions per layer (default: max_batch full contexts, capped at
+        DEFAULT_KV_CACHE_BYTES), and at least one full context so any request can finish.
         """
         config = ModelConfig.from_hf(store.manifest.config)
-        max_model_len = max_model_len or config.max_position_embeddings
-        tokens = max(kv_cache_tokens or max_batch * max_model_len, max_model_len)
+        limit = config.max_position_embeddings
+        if max_model_len is not None and max_model_len > limit:
+            log.warning("max_model_len %d > the model's %d: using %d", max_model_len, limit, limit)
+            max_model_len = limit
+        max_model_len = max_model_len or limit
+        if kv_cache_tokens is None:
+            itemsize = (dtype or compute_dtype(config, torch.device(device))).itemsize
+            per_token = 2 * config.num_layers * config.kv_heads * config.head_dim * itemsize
+            kv_cache_tokens = min(max_batch * max_model_len, DEFAULT_KV_CACHE_BYTES // per_token)
+        tokens = max(kv_cache_tokens, max_model_len)
         cache = CacheConfig(block_size, blocks_for(tokens, block_size))
         executor = LocalExecutor.load(store, config, cache, cuts=cuts, device=device, dtype=dtype)
         tokenizer = EngineTokenizer.from_extras(store.manifest.extras)

@@ -1,0 +1,118 @@
+"""Helpers shared by the integration tests (not fixtures: those live in conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from cascade_dev.testing import DevCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+# The model every example manifest names (examples/*/modeldeployment.yaml); `make demo`
+# makes it the same way. Workers load it at start, so pods are Ready only if it exists.
+EXAMPLE_MODEL = Path("/var/lib/cascade/models/tiny-llama")
+
+
+def ensure_example_model() -> None:
+    subprocess.run(
+        [str(BIN / "cascade"), "model", "init", str(EXAMPLE_MODEL), "--if-missing"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+
+
+def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    """One JSON request; (status, decoded body) for errors as well."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def generated(url: str, body: dict[str, Any]) -> list[int]:
+    """Token ids of one worker /v1/generate stream (NDJSON chunks)."""
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        chunks = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
+    assert chunks[-1]["finish_reason"] == "length", chunks[-1]
+    return [t for c in chunks for t in c["token_ids"]]
+
+
+class Namespace:
+    """One test namespace on the local cluster, and the pods of its ModelDeployments."""
+
+    def __init__(self, dev: DevCluster, name: str) -> None:
+        self.dev = dev
+        self.ns = name
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        return self.dev.kubectl("-n", self.ns, *args, stdin=stdin, check=check).stdout
+
+    def worker_pods(self, md: str) -> list[dict[str, Any]]:
+        selector = f"cascade.dev/deployment={md},app.kubernetes.io/component=worker"
+        pods = json.loads(self.kubectl("get", "pods", "-l", selector, "-o", "json"))["items"]
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        return sorted(live, key=lambda p: p["metadata"]["name"])
+
+    def ready_pods(self, md: str) -> list[dict[str, Any]]:
+        return [
+            p
+            for p in self.worker_pods(md)
+            if p["status"].get("podIP")
+            and any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in p["status"].get("conditions", [])
+            )
+        ]
+
+    def available(self, md: str) -> bool:
+        doc = json.loads(self.kubectl("get", "md", md, "-o", "json"))
+        conditions = (doc.get("status") or {}).get("conditions", [])
+        return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
+
+
+@contextmanager
+def namespace_with_operator(dev: DevCluster, prefix: str, log_dir: Path) -> Iterator[Namespace]:
+    """A fresh namespace watched by its own `cascade-operator` process; both go at exit."""
+    ns = Namespace(dev, f"{prefix}-{uuid.uuid4().hex[:6]}")
+    dev.kubectl("apply", "--validate=false", "-f", str(ROOT / "crds"))
+    dev.kubectl(
+        "wait", "--for=condition=Established", "crd/modeldeployments.cascade.dev", "--timeout=60s"
+    )
+    dev.kubectl("create", "namespace", ns.ns)
+    log = (log_dir / "operator.log").open("ab")
+    operator = subprocess.Popen(
+        [str(BIN / "cascade-operator"), "--namespace", ns.ns, "--liveness-port", "0"],
+        env={**os.environ, "KUBECONFIG": str(dev.kubeconfig)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield ns
+    finally:
+        ns.kubectl("delete", "md", "--all", "--wait=false", check=False)
+        dev.kubectl("delete", "namespace", ns.ns, "--wait=false", check=False)
+        operator.terminate()
+        try:
+            operator.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            operator.kill()
+        log.close()
