@@ -1,0 +1,186 @@
+"""The head of a pipeline: an LLMEngine whose executor is a `PipelineExecutor`.
+
+`head_engine(store, end, stages)` builds it from a `BlockStore` holding (at least) the
+blocks of layers [0, end), as a worker does; the process entry point drives one with
+synthetic greedy requests and prints what it generated and how fast:
+
+    python -m cascade_worker.pipeline.head --model-dir DIR --layers 0:A \\
+        [--stages HOST:PORT,HOST:PORT ...] [--requests 8] [--prompt-tokens 32] \\
+        [--max-tokens 32] [--max-batch 8] [--micro-batches M] [--threads N] [--json OUT]
+
+Without --stages the head runs the whole model (--layers 0:L): the one-process baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cascade_worker.blocks.store import BlockStore
+from cascade_worker.engine.config import ModelConfig
+from cascade_worker.engine.engine import DEFAULT_BLOCK_SIZE, LLMEngine
+from cascade_worker.engine.kv_blocks import CacheConfig, blocks_for
+from cascade_worker.engine.protocol import GenerateRequest, SamplingParams
+from cascade_worker.engine.stage import StageModel
+from cascade_worker.engine.tokenizer import EngineTokenizer
+from cascade_worker.pipeline.executor import DEFAULT_MIN_MICRO_BATCH_TOKENS, PipelineExecutor
+from cascade_worker.pipeline.stage import parse_layers, stop_notifier
+
+
+def head_engine(
+    store: BlockStore,
+    end: int,
+    stages: Sequence[str],
+    *,
+    max_batch: int = 8,
+    max_model_len: int | None = None,
+    prefill_budget: int = 512,
+    kv_cache_tokens: int | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    micro_batches: int | None = None,
+    min_micro_batch_tokens: int = DEFAULT_MIN_MICRO_BATCH_TOKENS,
+    step_timeout_s: float = 30.0,
+    device: str = "cpu",
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> tuple[LLMEngine, PipelineExecutor]:
+    """An engine running layers [0, end) here and the rest on `stages`, in order."""
+    config = ModelConfig.from_hf(store.manifest.config)
+    max_model_len = max_model_len or config.max_position_embeddings
+    tokens = max(kv_cache_tokens or max_batch * max_model_len, max_model_len)
+    cache = CacheConfig(block_size, blocks_for(tokens, block_size))
+    head = StageModel.load(store, config, 0, end, cache, device=device)
+    executor = PipelineExecutor.connect(
+        head,
+        stages,
+        micro_batches=micro_batches,
+        min_micro_batch_tokens=min_micro_batch_tokens,
+        step_timeout_s=step_timeout_s,
+        loop=loop,
+    )
+    try:
+        engine = LLMEngine(
+            config,
+            executor,
+            EngineTokenizer.from_extras(store.manifest.extras),
+            max_batch=max_batch,
+            max_model_len=max_model_len,
+            prefill_budget=prefill_budget,
+        )
+    except Exception:
+        executor.close()
+        raise
+    return engine, executor
+
+
+def synthetic_requests(
+    count: int, prompt_tokens: int, max_tokens: int, vocab: int, seed: int = 0
+) -> list[GenerateRequest]:
+    """Greedy requests with random prompts of prompt_tokens/2 .. prompt_tokens tokens."""
+    rng = random.Random(seed)
+    params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+    return [
+        GenerateRequest(
+            request_id=f"r{i}",
+            prompt_token_ids=[
+                rng.randrange(4, vocab)
+                for _ in range(rng.randint(prompt_tokens // 2 or 1, prompt_tokens))
+            ],
+            params=params,
+        )
+        for i in range(count)
+    ]
+
+
+def generate(engine: LLMEngine, requests: Sequence[GenerateRequest]) -> dict[str, Any]:
+    """Run `requests` to completion; tokens, errors and throughput."""
+    for req in requests:
+        engine.add_request(req)
+    outputs: dict[str, list[int]] = {r.request_id: [] for r in requests}
+    errors: dict[str, str] = {}
+    start = time.perf_counter()
+    steps = 0
+    while engine.has_work():
+        steps += 1
+        for chunk in engine.step():
+            outputs[chunk.request_id] += chunk.token_ids
+            if chunk.error:
+                errors[chunk.request_id] = chunk.error
+    seconds = time.perf_counter() - start
+    tokens = sum(len(t) for t in outputs.values())
+    return {
+        "requests": len(requests),
+        "tokens": tokens,
+        "steps": steps,
+        "seconds": round(seconds, 4),
+        "tokens_per_s": round(tokens / seconds, 1) if seconds else 0.0,
+        "outputs": outputs,
+        "errors": errors,
+    }
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m cascade_worker.pipeline.head")
+    p.add_argument("--model-dir", type=Path, required=True)
+    p.add_argument("--layers", type=parse_layers, required=True, help="0:A, the head's layers")
+    p.add_argument("--stages", default="", help="comma-separated HOST:PORT, in layer order")
+    p.add_argument("--requests", type=int, default=8)
+    p.add_argument("--prompt-tokens", type=int, default=32)
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--max-batch", type=int, default=8)
+    p.add_argument("--micro-batches", type=int, default=None, help="default: stages")
+    p.add_argument("--min-micro-batch-tokens", type=int, default=DEFAULT_MIN_MICRO_BATCH_TOKENS)
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    p.add_argument("--json", type=Path, default=None, help="also write the report here")
+    p.add_argument("--log-level", default=os.environ.get("CASCADE_LOG_LEVEL", "WARNING"))
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("UCXPY_ENABLE_PYTHON_FUTURE", "1")
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.layers[0] != 0:
+        raise SystemExit("the head's layers start at 0")
+    stages = [s for s in args.stages.split(",") if s]
+    store = BlockStore.from_model_dir(args.model_dir, 1)
+    try:
+        engine, executor = head_engine(
+            store,
+            args.layers[1],
+            stages,
+            max_batch=args.max_batch,
+            max_model_len=args.prompt_tokens + args.max_tokens + 1,
+            micro_batches=args.micro_batches,
+            min_micro_batch_tokens=args.min_micro_batch_tokens,
+        )
+        try:
+            requests = synthetic_requests(
+                args.requests, args.prompt_tokens, args.max_tokens, engine.config.vocab
+            )
+            report = {"stages": len(stages) + 1, **generate(engine, requests)}
+        finally:
+            executor.close()
+    finally:
+        stop_notifier()
+    text = json.dumps(report)
+    print(text)
+    if args.json is not None:
+        args.json.write_text(text + "\n")
+    return 1 if report["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
