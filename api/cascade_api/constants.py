@@ -37,6 +37,10 @@ OPERATOR_IMAGE: Final = f"ghcr.io/cascade-dev/cascade-operator:{DEFAULT_TAG}"
 WORKER_PORT: Final = 8080
 # The worker's data-plane (UCX) listener: weight blocks and, later, activations.
 DATA_PORT: Final = 18515
+# The worker's pipeline-stage (UCX) listener: activations between the layer ranges of one
+# execution pipeline, open while the worker serves as a stage (DATA_PORT is open only
+# while a transfer runs, and a stage may serve while its worker receives blocks).
+PIPELINE_PORT: Final = 18516
 GATEWAY_PORT: Final = 8000
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"

@@ -69,6 +69,28 @@ class Stage(ApiModel):
 
 class ExecutionPipeline(ApiModel):
     stages: list[Stage] = Field(min_length=1, description="Stages in layer order.")
+    ready_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="Predicted seconds after the plan starts at which the stages' blocks "
+        "cover the model, so the pipeline can start serving.",
+    )
+
+
+class TargetPrediction(ApiModel):
+    pod: str = Field(description="Receiving pod.")
+    complete_seconds: float = Field(
+        ge=0, description="Predicted seconds after the start until it holds every block."
+    )
+    pipeline_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="Predicted seconds until it can serve as a stage of an execution "
+        "pipeline (unset when it joins none).",
+    )
+    nvlink: bool = Field(
+        default=False, description="Receives from a peer in its NVLink domain, not the network."
+    )
 
 
 class ScalePlanSpec(ApiModel):
@@ -86,6 +108,14 @@ class ScalePlanSpec(ApiModel):
     )
     predicted_completion_seconds: float | None = Field(
         default=None, ge=0, description="Planner's flow-model estimate."
+    )
+    predictions: list[TargetPrediction] = Field(
+        default_factory=list,
+        description="Planner's flow-model prediction per target (when each can serve).",
+    )
+    reason: str = Field(
+        default="",
+        description="Why the planner chose this plan (strategy comparison, pruned sources).",
     )
 
 

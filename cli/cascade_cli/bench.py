@@ -4,7 +4,8 @@
 broadcast on one fabric and one model, next to the M/B lower bound; it prints a table and
 writes JSON. `replay` sends a production request trace, scaled to the models at hand,
 open-loop to the OpenAI-compatible gateway and reports TTFT, ITL, throughput and SLO
-attainment per request class. Heavy imports happen inside the subcommands.
+attainment per request class. `plan` times the planner's decisions on synthetic
+topologies (pure, no cluster). Heavy imports happen inside the subcommands.
 """
 
 from __future__ import annotations
@@ -91,6 +92,39 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     mc.add_argument("--json", type=Path, default=None, metavar="OUT.json")
     mc.set_defaults(func=_multicast)
     _add_replay(cmds)
+    _add_plan(cmds)
+
+
+def _add_plan(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pl = cmds.add_parser(
+        "plan",
+        help="planner decision time on synthetic clusters (pure, no cluster needed)",
+        description="Time plan() for each strategy on synthetic topologies (leaves of 32 "
+        "nodes, random NVLink cliques of 1-8 nodes, one pod per node); prints a table and "
+        "writes {cases: [{nodes, targets, strategy, plan_ms, ...}]}.",
+    )
+    pl.add_argument("--nodes", type=_ints, default=(100, 1_000, 10_000), help="e.g. 100,1000")
+    pl.add_argument("--targets", type=_ints, default=(8, 64, 512), help="e.g. 8,64,512")
+    pl.add_argument(
+        "--strategies", type=_names, default=("chain", "binomial", "auto"), help="subset"
+    )
+    pl.add_argument("--repeat", type=int, default=5, help="runs per case (median reported)")
+    pl.add_argument("--json", type=Path, default=None, metavar="OUT.json")
+    pl.set_defaults(func=_plan)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from cascade_bench.plan_bench import run, table
+
+    if args.repeat < 1:
+        raise ValueError("--repeat must be >= 1")
+    doc = run(args.nodes, args.targets, args.strategies, args.repeat)
+    print(table(doc))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"\nwrote {args.json}", file=sys.stderr)
+    return 0
 
 
 def _add_replay(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

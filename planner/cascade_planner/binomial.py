@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cascade_api.scaleplan import BlockOrder, Step, Transfer
-from cascade_planner.hypercube import index_schedule
+from cascade_planner.hypercube import cached_schedule
 from cascade_planner.orders import circular_shift_orders
 
 
@@ -87,7 +87,7 @@ def binomial_schedule(
     merged: list[list[Transfer]] = []
     for group in groups:
         names = [group.source, *group.targets]
-        for index, step in enumerate(index_schedule(len(names), num_blocks)):
+        for index, step in enumerate(cached_schedule(len(names), num_blocks)):
             while len(merged) <= index:
                 merged.append([])
             merged[index].extend(

@@ -27,6 +27,7 @@ that exceeds a generous safety margin raises RuntimeError rather than return a b
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -55,12 +56,17 @@ def cube_transfers(d: int, num_blocks: int, t: int) -> list[IndexTransfer]:
 
 def index_schedule(n: int, num_blocks: int) -> list[list[IndexTransfer]]:
     """Steps for 1 → n-1 over n nodes (node 0 holds everything)."""
+    return [list(step) for step in cached_schedule(n, num_blocks)]
+
+
+@functools.lru_cache(maxsize=256)
+def cached_schedule(n: int, num_blocks: int) -> tuple[tuple[IndexTransfer, ...], ...]:
+    """The schedule depends on (n, b) only; planners ask for the same sizes again."""
     if n < 2 or num_blocks == 0:
-        return []
+        return ()
     d = math.floor(math.log2(n))
-    if 1 << d == n:
-        return _pure_cube(d, n, num_blocks)
-    return _TwinCube(n, d, num_blocks).run()
+    steps = _pure_cube(d, n, num_blocks) if 1 << d == n else _TwinCube(n, d, num_blocks).run()
+    return tuple(tuple(step) for step in steps)
 
 
 def _pure_cube(d: int, n: int, num_blocks: int) -> list[list[IndexTransfer]]:

@@ -1,0 +1,133 @@
+"""Predict a ScalePlanSpec on a topology: when each target holds each block.
+
+The flow model (flow.py) gives block arrival times per target; from them follow each
+target's completion, the plan's predicted completion (the last target), the execution
+pipelines that can form on the way (pipelines.py) and the per-target predictions the
+spec carries. Chains: each chain is a sub-group for pipeline formation (with shifted
+orders, different chains hold different layers early). Binomial: the schedule's
+sub-groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cascade_api.scaleplan import (
+    ExecutionPipeline,
+    PlanStrategy,
+    ScalePlanSpec,
+    TargetPrediction,
+)
+from cascade_planner.flow import predict_chains, predict_steps
+from cascade_planner.pipelines import form_pipelines
+from cascade_planner.topology import Link, Topology
+
+
+@dataclass(frozen=True)
+class Prediction:
+    completion: float  # seconds until every target holds every block
+    arrivals: dict[str, list[float]]  # target -> seconds until it holds block position i
+    pipelines: list[ExecutionPipeline]
+    targets: list[TargetPrediction]
+
+
+class _Paths:
+    """Memoized node-to-node paths of one prediction."""
+
+    def __init__(self, topo: Topology, pod_node: Mapping[str, str]) -> None:
+        self.topo, self.pod_node = topo, pod_node
+        self.cache: dict[tuple[str, str], tuple[Link, ...]] = {}
+
+    def node(self, pod: str) -> str:
+        return self.pod_node.get(pod, pod)
+
+    def __call__(self, a: str, b: str) -> tuple[Link, ...]:
+        key = (a, b)
+        found = self.cache.get(key)
+        if found is None:
+            found = self.cache[key] = self.topo.path(a, b)
+        return found
+
+
+def predict(
+    spec: ScalePlanSpec,
+    topo: Topology,
+    pod_node: Mapping[str, str],
+    *,
+    chunk_bytes: int,
+    hop_latency_s: float = 0.0,
+    groups: Sequence[Sequence[str]] | None = None,
+) -> Prediction:
+    """Flow-model prediction of `spec` (blocks numbered 0..b-1 in layer order)."""
+    blocks = sorted(spec.blocks, key=lambda b: b.index)
+    pos = {b.index: i for i, b in enumerate(blocks)}
+    paths = _Paths(topo, pod_node)
+    arrivals: dict[str, list[float]] = {t: [float("inf")] * len(blocks) for t in spec.targets}
+    nvlink: set[str] = set()
+    if PlanStrategy(spec.strategy) == PlanStrategy.CHAIN:
+        orders = [[pos[i] for i in (c.blocks or [b.index for b in blocks])] for c in spec.chains]
+        routes = [[c.source, *c.hops] for c in spec.chains]
+        fill = min(chunk_bytes, max((b.bytes for b in blocks), default=0))
+        times = predict_chains(
+            [[paths.node(p) for p in r] for r in routes],
+            [[blocks[p].bytes for p in order] for order in orders],
+            paths,
+            topo.capacity,
+            fill_bytes=fill,
+            hop_latency_s=hop_latency_s,
+        )
+        for c, route in enumerate(routes):
+            for j, pod in enumerate(route[1:]):
+                for p, t in zip(orders[c], times.arrivals[c][j], strict=True):
+                    arrivals[pod][p] = t
+                if _domain(topo, paths, route[j]) == _domain(topo, paths, pod):
+                    nvlink.add(pod)
+        default_groups: list[list[str]] = [list(c.hops) for c in spec.chains]
+    else:
+        size = [b.bytes for b in blocks]
+        node = paths.node
+        steps = [
+            [(node(t.sender), node(t.receiver), size[pos[t.block]]) for t in s.transfers]
+            for s in spec.schedule
+        ]
+        ends = predict_steps(steps, paths, topo.capacity, hop_latency_s=hop_latency_s)
+        for s, step in enumerate(spec.schedule):
+            for tr in step.transfers:
+                row = arrivals.get(tr.receiver)
+                if row is not None:
+                    row[pos[tr.block]] = min(row[pos[tr.block]], ends[s])
+        sources = {o.source: o for o in spec.block_orders}
+        default_groups = _binomial_groups(spec, sources)
+    pipelines = form_pipelines(groups if groups is not None else default_groups, arrivals, blocks)
+    joins = {
+        st.pod: e.ready_seconds for e in pipelines for st in e.stages if e.ready_seconds is not None
+    }
+    targets = [
+        TargetPrediction(
+            pod=t,
+            complete_seconds=max(arrivals[t], default=0.0),
+            pipeline_seconds=joins.get(t),
+            nvlink=t in nvlink,
+        )
+        for t in spec.targets
+    ]
+    completion = max((p.complete_seconds for p in targets), default=0.0)
+    return Prediction(completion, arrivals, pipelines, targets)
+
+
+def _domain(topo: Topology, paths: _Paths, pod: str) -> str:
+    return topo.info(paths.node(pod)).domain
+
+
+def _binomial_groups(spec: ScalePlanSpec, sources: Mapping[str, object]) -> list[list[str]]:
+    """Sub-groups of a binomial schedule: each target under the source it descends from."""
+    origin: dict[str, str] = {s: s for s in sources}
+    for step in spec.schedule:
+        for tr in step.transfers:
+            if tr.receiver not in origin and tr.sender in origin:
+                origin[tr.receiver] = origin[tr.sender]
+    groups: dict[str, list[str]] = {s: [] for s in sources}
+    for t in spec.targets:
+        groups.setdefault(origin.get(t, ""), []).append(t)
+    return [g for g in groups.values() if g]

@@ -1,0 +1,204 @@
+"""The fabric the planner plans over, built from Kubernetes Node objects.
+
+Labels (api/cascade_api/constants.py; defaults from the README's "Node topology labels"):
+zone `topology.kubernetes.io/zone` (one zone), NVLink domain `nvidia.com/gpu.clique`
+(the node alone), GPU `nvidia.com/gpu.product` (unknown), leaf switch
+`cascade.dev/leaf-switch` (one leaf), NIC rates `cascade.dev/nic-in-mbit` /
+`cascade.dev/nic-out-mbit` (100000). A label that does not parse as a positive number
+falls back to the default and is listed in `Topology.warnings`.
+
+The model is a networkx DiGraph whose edges carry `capacity` in bytes/s:
+  node -> leaf (NIC out), leaf -> node (NIC in): every flow from or to a node shares them;
+  leaf -> zone and zone -> leaf (the leaf's spine uplink/downlink): flows between leaves;
+  zone -> core and core -> zone (zone uplinks): flows between zones; unlimited unless
+  `zone_mbit` is set (then, and only then, paths include them);
+  node <-> nvl:<domain> at `nvlink_mbit`: transfers inside one NVLink domain (pods on one
+  node count as one domain) never touch the network.
+Leaf uplink default: the sum of the leaf's NIC rates (non-blocking leaf, what
+`cascade bench multicast` builds) divided by `oversubscription`; `spine_mbit` overrides
+it with one fixed rate per leaf and direction. Leaves are keyed by (zone, leaf label).
+
+Planning touches only the sources' and targets' nodes: `path` is computed from their
+labels in O(1) (the fabric is a tree), and `capacity` reads a dict that mirrors the
+graph's edge attributes (the graph itself is built on first use), so planning never
+walks all n nodes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from cascade_api import constants as c
+
+DEFAULT_NIC_MBIT = 100_000
+DEFAULT_ZONE = ""
+DEFAULT_LEAF = ""
+DEFAULT_NVLINK_MBIT = 1_600_000  # 1.6 Tbps, BlitzScale's testbed NVLink
+BYTES_PER_MBIT = 1e6 / 8
+
+Vertex = tuple[str, Any]  # (kind, name): node, leaf, zone, core or nvl
+Link = tuple[Vertex, Vertex]
+
+
+@dataclass(frozen=True)
+class FabricParams:
+    """Fabric facts that are not on the nodes; rates in Mbit/s, each direction."""
+
+    spine_mbit: float | None = None  # per-leaf uplink; None: sum of its NICs / oversub
+    oversubscription: float = 1.0
+    zone_mbit: float | None = None  # per-zone uplink to the core; None: unlimited
+    nvlink_mbit: float = DEFAULT_NVLINK_MBIT
+    default_nic_mbit: float = DEFAULT_NIC_MBIT
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    zone: str
+    leaf: str
+    domain: str  # NVLink domain: the clique label, or the node's own name
+    gpu_product: str | None
+    nic_in: float  # bytes/s
+    nic_out: float  # bytes/s
+
+    @property
+    def leaf_key(self) -> tuple[str, str]:
+        return (self.zone, self.leaf)
+
+
+def _rate(labels: Mapping[str, str], key: str, default: float, warn: list[str], node: str) -> float:
+    raw = labels.get(key)
+    if raw is None:
+        return default * BYTES_PER_MBIT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        warn.append(f"node {node}: {key}={raw!r} is not a positive number; using {default}")
+        return default * BYTES_PER_MBIT
+    return value * BYTES_PER_MBIT
+
+
+def node_info(
+    node: Mapping[str, Any], params: FabricParams, warnings: list[str] | None = None
+) -> NodeInfo:
+    """One Node object (a dict as the API returns it) to its topology facts."""
+    meta = node.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    warn = warnings if warnings is not None else []
+    clique = labels.get(c.LABEL_NVLINK_CLIQUE)
+    return NodeInfo(
+        name=name,
+        zone=labels.get(c.LABEL_ZONE, DEFAULT_ZONE),
+        leaf=labels.get(c.LABEL_LEAF, DEFAULT_LEAF),
+        domain=f"clique:{clique}" if clique else f"node:{name}",
+        gpu_product=labels.get(c.LABEL_GPU_PRODUCT),
+        nic_in=_rate(labels, c.LABEL_NIC_IN_MBIT, params.default_nic_mbit, warn, name),
+        nic_out=_rate(labels, c.LABEL_NIC_OUT_MBIT, params.default_nic_mbit, warn, name),
+    )
+
+
+@dataclass
+class Topology:
+    """Nodes plus the capacitated fabric graph; build with `topology_from_nodes`."""
+
+    nodes: dict[str, NodeInfo]
+    params: FabricParams
+    warnings: list[str] = field(default_factory=list)
+    _cap: dict[Link, float] = field(default_factory=dict, repr=False)
+
+    @functools.cached_property
+    def graph(self) -> nx.DiGraph:
+        """The fabric as a networkx DiGraph (edge attribute `capacity`, bytes/s).
+
+        Built on first use: planning reads the same capacities from a dict and never
+        needs it, and building it costs more than planning at 10,000 nodes.
+        """
+        graph = nx.DiGraph()
+        graph.add_edges_from((u, v, {"capacity": w}) for (u, v), w in self._cap.items())
+        return graph
+
+    def info(self, node: str) -> NodeInfo:
+        """Facts for `node`; an unknown node gets every default (one leaf, one zone)."""
+        found = self.nodes.get(node)
+        if found is not None:
+            return found
+        rate = self.params.default_nic_mbit * BYTES_PER_MBIT
+        return NodeInfo(node, DEFAULT_ZONE, DEFAULT_LEAF, f"node:{node}", None, rate, rate)
+
+    def capacity(self, link: Link) -> float:
+        """Bytes/s of one directed link (also for links of nodes not in the graph)."""
+        cap = self._cap.get(link)
+        if cap is not None:
+            return cap
+        (kind_a, a), (kind_b, b) = link
+        p = self.params
+        if kind_a == "nvl" or kind_b == "nvl":
+            return p.nvlink_mbit * BYTES_PER_MBIT
+        if kind_a == "node":
+            return self.info(a).nic_out
+        if kind_b == "node":
+            return self.info(b).nic_in
+        return p.default_nic_mbit * BYTES_PER_MBIT  # an uplink of an unseen leaf
+
+    def path(self, src: str, dst: str) -> tuple[Link, ...]:
+        """Directed links a transfer from node `src` to node `dst` crosses."""
+        a, b = self.info(src), self.info(dst)
+        na, nb = ("node", src), ("node", dst)
+        if a.domain == b.domain or src == dst:
+            nvl = ("nvl", a.domain)
+            return ((na, nvl), (nvl, nb))
+        la, lb = ("leaf", a.leaf_key), ("leaf", b.leaf_key)
+        if la == lb:
+            return ((na, la), (la, nb))
+        za, zb = ("zone", a.zone), ("zone", b.zone)
+        if za == zb or self.params.zone_mbit is None:
+            return ((na, la), (la, za), (zb, lb), (lb, nb))
+        core = ("core", "")
+        return ((na, la), (la, za), (za, core), (core, zb), (zb, lb), (lb, nb))
+
+
+def topology_from_nodes(
+    nodes: Iterable[Mapping[str, Any]], params: FabricParams | None = None
+) -> Topology:
+    """The fabric model for these Node objects (plain dicts)."""
+    params = params or FabricParams()
+    warnings: list[str] = []
+    infos = [node_info(n, params, warnings) for n in nodes]
+    cap: dict[Link, float] = {}
+    leaf_out: dict[tuple[str, str], float] = {}
+    leaf_in: dict[tuple[str, str], float] = {}
+    nvl = params.nvlink_mbit * BYTES_PER_MBIT
+    for n in infos:
+        node, leaf, dom = ("node", n.name), ("leaf", n.leaf_key), ("nvl", n.domain)
+        cap[(node, leaf)] = n.nic_out
+        cap[(leaf, node)] = n.nic_in
+        cap[(node, dom)] = cap[(dom, node)] = nvl
+        leaf_out[n.leaf_key] = leaf_out.get(n.leaf_key, 0.0) + n.nic_out
+        leaf_in[n.leaf_key] = leaf_in.get(n.leaf_key, 0.0) + n.nic_in
+    for key in leaf_out:
+        leaf, zone = ("leaf", key), ("zone", key[0])
+        if params.spine_mbit is not None:
+            up = down = params.spine_mbit * BYTES_PER_MBIT
+        else:
+            up = leaf_out[key] / params.oversubscription
+            down = leaf_in[key] / params.oversubscription
+        cap[(leaf, zone)], cap[(zone, leaf)] = up, down
+    core = ("core", "")
+    zone_rate = float("inf") if params.zone_mbit is None else params.zone_mbit * BYTES_PER_MBIT
+    for zone_name in sorted({k[0] for k in leaf_out}):
+        zone = ("zone", zone_name)
+        cap[(zone, core)] = cap[(core, zone)] = zone_rate
+    return Topology(
+        nodes={n.name: n for n in infos},
+        params=params,
+        warnings=warnings,
+        _cap=cap,
+    )
