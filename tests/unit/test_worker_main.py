@@ -52,6 +52,8 @@ def test_status_reports_identity_and_idle_phase() -> None:
         "running": 0,
         "waiting": 0,
         "layers": None,
+        "pipeline": None,
+        "stage": None,
     }
 
 

@@ -13,7 +13,7 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from cascade_api.constants import DATA_PORT, WORKER_PORT
+from cascade_api.constants import DATA_PORT, PIPELINE_PORT, WORKER_PORT
 from cascade_api.modeldeployment import Dtype
 
 DEFAULT_DRAIN_SECONDS = 2.0
@@ -46,6 +46,8 @@ class WorkerConfig:
     model_path: str = ""
     # UCX port of the multicast executor (0 = any free port; tests run several workers).
     data_port: int = DATA_PORT
+    # UCX port of the pipeline stage this worker may serve as (0 = any free port: tests).
+    pipeline_port: int = PIPELINE_PORT
     # Blocks per model when a load request does not say ($CASCADE_BLOCKS).
     blocks: int = DEFAULT_BLOCKS
     # Load $CASCADE_MODEL_PATH and start an engine at start-up ($CASCADE_SERVE=1).
@@ -167,6 +169,12 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help=f"multicast (UCX) port (env CASCADE_DATA_PORT, default {DATA_PORT})",
     )
     parser.add_argument(
+        "--pipeline-port",
+        type=parse_port,
+        default=env.get("CASCADE_PIPELINE_PORT", str(PIPELINE_PORT)),
+        help=f"pipeline stage (UCX) port (env CASCADE_PIPELINE_PORT, default {PIPELINE_PORT})",
+    )
+    parser.add_argument(
         "--blocks",
         type=parse_blocks,
         default=env.get("CASCADE_BLOCKS", str(DEFAULT_BLOCKS)),
@@ -244,6 +252,7 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         drain_seconds=args.drain_seconds,
         model_path=env.get("CASCADE_MODEL_PATH", ""),
         data_port=args.data_port,
+        pipeline_port=args.pipeline_port,
         blocks=args.blocks,
         serve_on_start=serve,
         max_batch=args.max_batch,

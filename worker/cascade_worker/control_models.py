@@ -47,8 +47,21 @@ class ServeRequest(Body):
 
     max_batch: int | None = Field(default=None, ge=1)  # default: the worker's --max-batch
     max_model_len: int | None = Field(default=None, ge=1)  # default: --max-model-len
-    # Half-open decoder-layer range to run; only the whole model until stage engines exist.
+    # Half-open decoder-layer range to run here: the whole model, or [0, a) with `stages`.
     layers: tuple[int, int] | None = None
+    # "host:port" of the pipeline stages running [a, b), ..., [., L), in layer order: with
+    # them this worker is a pipeline head (serving/pipeline_routes.py).
+    stages: list[str] = Field(default_factory=list)
+
+
+class StageRequest(Body):
+    """POST /v1/control/stage: serve layers [a, b) of the held model as a pipeline stage."""
+
+    layers: tuple[int, int]
+
+
+class LocalRequest(Body):
+    """POST /v1/control/local: a pipeline head that holds the whole model leaves the pipeline."""
 
 
 class DrainRequest(Body):

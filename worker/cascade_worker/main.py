@@ -3,15 +3,17 @@
 The worker reports who it is, answers the probes, takes control requests that move
 model weights (pack the local checkpoint into blocks, take part in a multicast transfer
 plan, or fetch the model from a peer worker: control.py) and serves the model it holds
-(an engine driven by serving/: /v1/generate, /v1/load, /v1/control/serve|drain).
+(an engine driven by serving/: /v1/generate, /v1/load, /v1/control/serve|drain), alone
+or in an execution pipeline with other workers (/v1/control/stage|local).
 
 Endpoints (port $CASCADE_WORKER_PORT, default 8080, bound to $POD_IP when set):
 ``/healthz``, ``/readyz`` and ``/metrics`` from :mod:`cascade_worker.health`, the control
 routes under ``/v1/control/``, the inference routes, and ``GET /v1/status`` -> ``{pod,
 model_uri, data_port, phase, model_digest, blocks_loaded, blocks_total, bytes_received,
 error, last_transfer, serving, draining, engine, engine_error, max_batch, max_model_len,
-running, waiting, layers}``. Readiness means "the process serves"; once the worker is
-asked to serve (--serve-on-start or a serve request), "an engine takes requests".
+running, waiting, layers, pipeline, stage}``. Readiness means "the process serves"; once
+the worker is asked to serve (--serve-on-start, a serve or a stage request), "an engine
+takes requests, or a pipeline stage listens".
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
@@ -34,6 +34,9 @@ from cascade_worker.engine.stage import StageModel
 from cascade_worker.engine.tokenizer import EngineTokenizer
 from cascade_worker.pipeline.executor import DEFAULT_MIN_MICRO_BATCH_TOKENS, PipelineExecutor
 from cascade_worker.pipeline.stage import parse_layers, stop_notifier
+
+if TYPE_CHECKING:
+    import torch
 
 
 def head_engine(
@@ -50,6 +53,7 @@ def head_engine(
     min_micro_batch_tokens: int = DEFAULT_MIN_MICRO_BATCH_TOKENS,
     step_timeout_s: float = 30.0,
     device: str = "cpu",
+    dtype: torch.dtype | None = None,
     loop: asyncio.AbstractEventLoop | None = None,
 ) -> tuple[LLMEngine, PipelineExecutor]:
     """An engine running layers [0, end) here and the rest on `stages`, in order."""
@@ -57,7 +61,7 @@ def head_engine(
     max_model_len = max_model_len or config.max_position_embeddings
     tokens = max(kv_cache_tokens or max_batch * max_model_len, max_model_len)
     cache = CacheConfig(block_size, blocks_for(tokens, block_size))
-    head = StageModel.load(store, config, 0, end, cache, device=device)
+    head = StageModel.load(store, config, 0, end, cache, device=device, dtype=dtype)
     executor = PipelineExecutor.connect(
         head,
         stages,

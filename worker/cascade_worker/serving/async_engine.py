@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
+from typing import TypeVar
 
 from cascade_worker.engine.protocol import (
     EngineCore,
@@ -38,6 +39,7 @@ from cascade_worker.serving.stream import InFlight, RequestStream
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_S = 30.0  # longest a step may keep stop() waiting (a long prefill)
+T = TypeVar("T")
 
 
 class AsyncEngine:
@@ -49,6 +51,9 @@ class AsyncEngine:
         self.draining = False  # admission closed; in-flight requests finish
         self.stopped = False
         self.error: str | None = None  # why the engine thread died, if it did
+        # Why the core cannot serve although its thread runs (a pipeline head whose stage
+        # died): checked whenever admission or health is read, so nothing polls.
+        self.health: Callable[[], str | None] | None = None
         self.last_failure: str | None = None  # the last failed step, for status
         self._thread: EngineThread | None = None
         self._stats = EngineStats(
@@ -76,7 +81,14 @@ class AsyncEngine:
 
     @property
     def accepting(self) -> bool:
-        return self._thread is not None and not (self.draining or self.stopped or self.error)
+        return self._thread is not None and not (self.draining or self.stopped or self.failure)
+
+    @property
+    def failure(self) -> str | None:
+        """Why the engine cannot serve: its thread died, or its health check says so."""
+        if self.error or self.health is None:
+            return self.error
+        return self.health()
 
     @property
     def in_flight(self) -> int:
@@ -117,6 +129,12 @@ class AsyncEngine:
             tokens_per_s=now.tokens_per_s, max_model_len=self._stats.max_model_len,
         )  # fmt: skip
 
+    async def call(self, fn: Callable[[EngineCore], T]) -> T:
+        """Run `fn(core)` on the engine thread between steps (a mode switch); its result."""
+        if self._thread is None or self.stopped:
+            raise NotServing(self.why_not_serving())
+        return await self._thread.call(fn)
+
     def set_max_batch(self, n: int) -> bool:
         """Pass a new batch bound to the core if it supports one (local batch control)."""
         setter = getattr(self.core, "set_max_batch", None)
@@ -156,8 +174,9 @@ class AsyncEngine:
         return stream
 
     def why_not_serving(self) -> str:
-        if self.error:
-            return self.error
+        failure = self.failure
+        if failure:
+            return failure
         if self.stopped:
             return "engine stopped"
         if self.draining:

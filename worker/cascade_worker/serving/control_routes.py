@@ -1,12 +1,15 @@
 """Serving on the worker app: control routes, readiness gate, start-up and shutdown hooks.
 
-    POST /v1/control/serve  {"maxBatch"?, "maxModelLen"?, "layers"?: [start, end]} -> 202
+    POST /v1/control/serve  {"maxBatch"?, "maxModelLen"?, "layers"?: [start, end],
+                             "stages"?: ["ip:port", ...]} -> 202
     POST /v1/control/drain  {"timeoutS"?} -> 202
 
 Like the other control routes (control.py) they answer at once and work in the
 background; GET /v1/status shows `engine` (off, starting, serving, draining, failed).
-Serve needs the whole model held (409 otherwise) and, until stage engines come with
-pipelines, the whole layer range: a valid partial range is 409, a malformed one 400.
+Serve needs the whole model held (409 otherwise) and the whole layer range: a valid
+partial range is 409, a malformed one 400; unless `stages` name the pipeline stages
+that run the rest, which makes this worker a pipeline head (pipeline_routes.py, with
+/v1/control/stage and /v1/control/local). Drain stops an engine or a stage server.
 
 At start-up with --serve-on-start the worker loads $CASCADE_MODEL_PATH and serves it.
 On SIGTERM, health.serve() turns readiness 503 and waits the grace; the shutdown hook
@@ -33,6 +36,7 @@ from cascade_worker.health import HEALTH_KEY
 from cascade_worker.serving.api import SERVING_KEY, add_inference_routes
 from cascade_worker.serving.factory import EngineFactory, default_engine_factory
 from cascade_worker.serving.metrics import ServingMetrics
+from cascade_worker.serving.pipeline_routes import add_pipeline_routes, serve_head
 from cascade_worker.serving.service import Serving
 
 log = logging.getLogger(__name__)
@@ -46,7 +50,7 @@ def check_layers(layers: tuple[int, int] | None, num_layers: int) -> None:
         raise RequestError(400, f"layers: {list(layers)} is not a range within [0, {num_layers}]")
     raise RequestError(
         409,
-        f"layers: {list(layers)} is a stage; this worker runs whole models only "
+        f"layers: {list(layers)} is a stage; without `stages` a worker runs whole models "
         f"(give [0, {num_layers}] or nothing)",
     )
 
@@ -54,6 +58,8 @@ def check_layers(layers: tuple[int, int] | None, num_layers: int) -> None:
 async def _serve(ctl: Control, request: web.Request) -> Accepted:
     req = parse_body(ServeRequest, await request.read())
     serving = request.app[SERVING_KEY]
+    if req.stages:
+        return await serve_head(ctl, serving, req)
     check_layers(req.layers, ctl.state.held_model().manifest.num_layers)
     store = serving.claim()
     ctl.spawn(serving.start(store, serving.options(req.max_batch, req.max_model_len)))
@@ -65,6 +71,11 @@ async def _drain(ctl: Control, request: web.Request) -> Accepted:
     serving = request.app[SERVING_KEY]
     if serving.phase == "draining":
         return Accepted(action="drain")
+    if serving.stage is not None:
+        if serving.stage.server is None:
+            raise RequestError(409, "the pipeline stage is starting; drain it once it listens")
+        ctl.spawn(serving.drain(req.timeout_s))
+        return Accepted(action="drain", role="stage")
     if serving.engine is None:  # a failed engine is drained too, to free the store
         raise RequestError(409, f"not serving (engine {serving.phase})")
     ctl.spawn(serving.drain(req.timeout_s))
@@ -111,6 +122,7 @@ def add_serving(
     app[HEALTH_KEY].gates.append(serving.not_ready_reason)
     app.router.add_post("/v1/control/serve", json_errors(_serve))
     app.router.add_post("/v1/control/drain", json_errors(_drain))
+    add_pipeline_routes(app)
     app.on_startup.append(_on_startup)
     app.on_shutdown.append(_on_shutdown)
     return serving

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from cascade_worker.engine.protocol import EngineCore
 
 if TYPE_CHECKING:
+    import torch
+
     from cascade_worker.blocks.store import BlockStore
 
 
@@ -42,8 +44,6 @@ class EngineUnavailable(RuntimeError):
 def default_engine_factory(store: BlockStore, options: EngineOptions) -> EngineCore:
     """The real engine: `LLMEngine.from_store(store, **options)`."""
     try:
-        import torch
-
         from cascade_worker.engine.engine import LLMEngine
     except ImportError as exc:
         raise EngineUnavailable(
@@ -51,9 +51,18 @@ def default_engine_factory(store: BlockStore, options: EngineOptions) -> EngineC
         ) from exc
     kwargs = options.as_kwargs()
     if options.dtype is not None:
-        dtype = getattr(torch, options.dtype, None)
-        if not isinstance(dtype, torch.dtype):
-            raise ValueError(f"dtype: {options.dtype!r} is not a torch dtype")
-        kwargs["dtype"] = dtype
+        kwargs["dtype"] = torch_dtype(options.dtype)
     engine: EngineCore = LLMEngine.from_store(store, **kwargs)
     return engine
+
+
+def torch_dtype(name: str | None) -> torch.dtype | None:
+    """The torch dtype an option names ("bfloat16"); None = the engine's default."""
+    if name is None:
+        return None
+    import torch
+
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"dtype: {name!r} is not a torch dtype")
+    return dtype

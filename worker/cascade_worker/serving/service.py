@@ -6,26 +6,44 @@ with --serve-on-start) through the injected factory, on a thread because buildin
 copies weights to the device; it stops by draining (admission closed, in-flight
 requests finish or are aborted at a deadline), on a drain request or at shutdown.
 
-Readiness: once serving is wanted (--serve-on-start, or a serve request was accepted),
-/readyz is 200 only while an engine takes requests, so Kubernetes and the gateway send
-traffic only where the inference port serves. A worker that was never asked to serve
-(it only moves weights) stays ready as before: the operator and the transfer tests
-wait for that.
+Pipelines (pipeline.py): instead of an engine, the worker may serve layers [a, b) as a
+pipeline stage (`stage`), from whatever blocks it holds; or its engine may be a
+pipeline head (`head`): layers [0, a) here, the rest on stages. A head that holds the
+whole model switches to local execution between two steps (`switch_to_local`). A head
+whose pipeline breaks fails its in-flight requests (the engine does that) and reports
+failed: no new requests, readiness 503.
+
+Readiness: once serving is wanted (--serve-on-start, or a serve or stage request was
+accepted), /readyz is 200 only while an engine takes requests or a stage server
+listens, so Kubernetes and the gateway send traffic only where the worker does useful
+work (a stage's load report still says not ready: it takes no requests). A worker that
+was never asked to serve (it only moves weights) stays ready as before: the operator
+and the transfer tests wait for that.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control_models import RequestError
-from cascade_worker.control_state import WorkerState
-from cascade_worker.engine.protocol import LoadReport
+from cascade_worker.control_state import Phase, WorkerState
+from cascade_worker.engine.protocol import EngineCore, LoadReport
 from cascade_worker.serving.async_engine import AsyncEngine
 from cascade_worker.serving.factory import EngineFactory, EngineOptions, default_engine_factory
 from cascade_worker.serving.metrics import LoadNow, ServingMetrics
+from cascade_worker.serving.pipeline import (
+    HeadRole,
+    StageRole,
+    build_head,
+    check_blocks,
+    local_stage,
+    start_stage_server,
+    switch_to_local,
+)
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore
@@ -50,6 +68,8 @@ class Serving:
         self.starting = False
         self.wanted = config.serve_on_start  # readiness waits for an engine
         self.error: str | None = None  # why the last start failed
+        self.head: HeadRole | None = None  # the engine's pipeline, when it heads one
+        self.stage: StageRole | None = None  # serving as a pipeline stage instead
         metrics.read_load_from(self.load_now)
 
     def options(
@@ -63,36 +83,124 @@ class Serving:
             dtype=None if self.config.dtype in ("", "auto") else self.config.dtype,
         )
 
-    def claim(self) -> BlockStore:
-        """Reserve the start of an engine (409 if one runs or starts); the store to use."""
+    def _check_free(self) -> None:
         if self.starting:
             raise RequestError(409, "an engine is starting already")
         if self.engine is not None and not self.engine.stopped:
             raise RequestError(409, "an engine serves already; drain it first")
-        store = self.state.begin_serving()
+        if self.stage is not None:
+            layers = list(self.stage.layers)
+            raise RequestError(409, f"serving as pipeline stage {layers}; drain it first")
+
+    def claim(self, layers: tuple[int, int] | None = None) -> BlockStore:
+        """Reserve the start of an engine (409 if one runs or starts); the store to use:
+        the whole model, or (`layers`, a pipeline part) one holding those layers' blocks."""
+        self._check_free()
+        store = self.state.begin_serving() if layers is None else self._claim_layers(*layers)
         self.starting, self.wanted, self.error = True, True, None
+        return store
+
+    def _claim_layers(self, start: int, end: int) -> BlockStore:
+        """The held store, complete or still being received, if it has [start, end)."""
+        state = self.state
+        if state.job == Phase.LOADING:  # the load replaces the store when done
+            raise RequestError(409, f"worker is busy ({state.job}); serve when it is done")
+        store = state.current_store()
+        if store is None:
+            raise RequestError(409, f"worker holds no model (phase {state.phase})")
+        check_blocks(store, start, end)
+        state.serving = True
         return store
 
     async def start(self, store: BlockStore, options: EngineOptions) -> bool:
         """Build and start the engine (after `claim`); failures land in status."""
+        return await self._start(store, lambda: (self.factory(store, options), None))
+
+    async def start_head(
+        self, store: BlockStore, options: EngineOptions, end: int, stages: list[str]
+    ) -> bool:
+        """Start a pipeline head over layers [0, end) and `stages` (after `claim`)."""
+        loop = asyncio.get_running_loop()
+        return await self._start(store, lambda: build_head(store, options, end, stages, loop))
+
+    async def _start(
+        self, store: BlockStore, build: Callable[[], tuple[EngineCore, HeadRole | None]]
+    ) -> bool:
+        head = None
         try:
-            core = await asyncio.to_thread(self.factory, store, options)
+            core, head = await asyncio.to_thread(build)
             engine = AsyncEngine(core, queue_limit=self.config.queue_limit, metrics=self.metrics)
+            engine.health = head.broken if head is not None else None
             await engine.start()
         except Exception as exc:
             log.exception("engine start failed")
             self.error = f"engine start failed: {exc}"
             self.state.serving = False
+            if head is not None:
+                await asyncio.to_thread(head.close)
             return False
         finally:
             self.starting = False
-        self.engine = engine
-        self.layers = (0, store.manifest.num_layers)
+        self.engine, self.head = engine, head
+        self.layers = (0, store.manifest.num_layers)  # a head serves all through its stages
         log.info("serving: max_batch=%d max_model_len=%d", engine.max_batch, engine.max_model_len)
         return True
 
+    def claim_stage(self, layers: tuple[int, int]) -> BlockStore:
+        """Reserve serving `layers` as a pipeline stage (409 if busy or blocks lack)."""
+        self._check_free()
+        store = self._claim_layers(*layers)
+        self.stage, self.wanted, self.error = StageRole(layers), True, None
+        return store
+
+    async def start_stage(self, store: BlockStore, options: EngineOptions) -> bool:
+        """Listen as the claimed stage on the pipeline port; failures land in status."""
+        role = self.stage
+        assert role is not None
+        config = self.config
+        try:
+            server = await start_stage_server(
+                store, role, options, config.host, config.pipeline_port
+            )
+        except Exception as exc:
+            log.exception("stage start failed")
+            self.error = f"stage {list(role.layers)} start failed: {exc}"
+            self.stage = None
+            self.state.serving = False
+            return False
+        role.server = server
+        log.info("serving layers %s as a pipeline stage on %s", role.layers, server.address)
+        return True
+
+    async def switch_to_local(self, store: BlockStore) -> bool:
+        """The head leaves its pipeline (after the checks of /v1/control/local): the whole
+        model loads on a thread, the engine thread swaps executors between two steps."""
+        head, engine = self.head, self.engine
+        assert head is not None and engine is not None
+        head.switching = True
+        try:
+            full = await asyncio.to_thread(local_stage, store, head)
+            await engine.call(lambda core: switch_to_local(core, head, full))
+        except Exception as exc:
+            log.exception("switch to local execution failed")
+            self.error = f"switch to local execution failed: {exc}"
+            return False
+        finally:
+            head.switching = False
+        if self.head is head:
+            self.head = None
+        log.info("left the pipeline: running all %d layers here", full.end)
+        return True
+
     async def drain(self, timeout_s: float | None = None) -> bool:
-        """Stop admitting, let in-flight requests finish (abort past the deadline), stop."""
+        """Stop admitting, let in-flight requests finish (abort past the deadline), stop.
+        A stage server stops at once (its head fails its own requests)."""
+        stage = self.stage
+        if stage is not None and stage.server is not None:
+            self.stage = None
+            await stage.server.close()
+            self.state.serving = False
+            log.info("stopped serving layers %s as a pipeline stage", stage.layers)
         engine = self.engine
         if engine is None:
             return True
@@ -100,10 +208,14 @@ class Serving:
         log.info("draining: %d request(s) in flight, deadline %.1fs", engine.in_flight, timeout)
         clean = await engine.drain(timeout)
         await engine.stop()
+        head = self.head
         if self.engine is engine:
             self.engine = None
+            self.head = None
             self.layers = None
             self.state.serving = False
+        if head is not None:
+            await asyncio.to_thread(head.close)
         log.info("drained (%s)", "clean" if clean else "aborted stragglers")
         return clean
 
@@ -112,7 +224,7 @@ class Serving:
         engine = self.engine
         if self.starting:
             return "starting"
-        if engine is not None and engine.error:
+        if engine is not None and engine.failure:
             return "failed"
         if engine is not None and engine.accepting:
             return "serving"
@@ -121,11 +233,14 @@ class Serving:
         return "failed" if self.error else "off"
 
     def not_ready_reason(self) -> str | None:
-        """Readiness gate (health.py): None while serving or never asked to serve."""
+        """Readiness gate (health.py): None while serving (an engine, or a listening
+        stage server) or never asked to serve."""
         if not self.wanted or self.phase == "serving":
             return None
+        if self.stage is not None:
+            return None if self.stage.server is not None else "pipeline stage starting"
         engine = self.engine
-        error = (engine.error if engine is not None else None) or self.error
+        error = (engine.failure if engine is not None else None) or self.error
         return f"engine {self.phase}" + (f": {error}" if error else "")
 
     def load_now(self) -> LoadNow:
@@ -146,10 +261,13 @@ class Serving:
             "serving": self.phase == "serving",
             "draining": self.phase == "draining",
             "engine": self.phase,
-            "engine_error": (engine.error or engine.last_failure if engine else None) or self.error,
+            "engine_error": (engine.failure or engine.last_failure if engine else None)
+            or self.error,
             "max_batch": engine.max_batch if engine else 0,
             "max_model_len": engine.max_model_len if engine else 0,
             "running": engine.running if engine else 0,
             "waiting": engine.waiting if engine else 0,
             "layers": list(self.layers) if self.layers else None,
+            "pipeline": self.head.describe() if self.head is not None else None,
+            "stage": self.stage.describe() if self.stage is not None else None,
         }

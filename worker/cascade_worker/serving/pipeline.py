@@ -1,0 +1,160 @@
+"""A worker's parts in execution pipelines: a stage server, or the head's executor.
+
+A worker that holds the blocks of layers [a, b) (the whole model, or only part of it
+while it still receives the rest) can serve them to a pipeline as a `StageRole`: a
+`StageServer` (pipeline/server.py) on the pipeline port. A worker that holds [0, a) can
+be the pipeline's head: its engine (scheduler, tokenizer, sampling) runs those layers
+and a `PipelineExecutor` the rest on the stages; `HeadRole` is that executor as the
+serving layer sees it. Once the head holds the whole model it leaves the pipeline
+(`local_stage`, then `PipelineExecutor.switch_to_local` on the engine thread).
+
+Every UCX connection of the worker lives on its main (aiohttp) loop (pipeline/loop.py):
+the stage server is started there, and the head's executor borrows it. Heavy modules
+(torch, ucxx) load on first use, as the rest of the worker's control API does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cascade_worker.control_models import RequestError
+from cascade_worker.serving.factory import EngineOptions, torch_dtype
+
+if TYPE_CHECKING:
+    from cascade_worker.blocks.store import BlockStore
+    from cascade_worker.engine.engine import LLMEngine
+    from cascade_worker.engine.stage import StageModel
+    from cascade_worker.pipeline.executor import PipelineExecutor
+    from cascade_worker.pipeline.server import StageServer
+
+# A head's batch bound when neither the request nor the worker's flags give one: the
+# default of LLMEngine.from_store, which builds the one-process engine.
+DEFAULT_MAX_BATCH = 8
+
+
+def check_blocks(store: BlockStore, start: int, end: int) -> None:
+    """RequestError(409) naming the blocks `store` lacks to run layers [start, end)."""
+    from cascade_worker.engine.config import ModelConfig
+    from cascade_worker.engine.weights import store_tensors
+
+    config = ModelConfig.from_hf(store.manifest.config)
+    try:
+        store_tensors(store, config, start, end)  # zero-copy views of the blocks it needs
+    except ValueError as exc:
+        raise RequestError(409, f"cannot run layers [{start}, {end}): {exc}") from exc
+
+
+@dataclass
+class StageRole:
+    """This worker as a pipeline stage; `server` is None while it starts."""
+
+    layers: tuple[int, int]
+    server: StageServer | None = None
+
+    def describe(self) -> dict[str, Any]:
+        address = self.server.address if self.server is not None else None
+        return {"layers": list(self.layers), "address": address}
+
+
+async def start_stage_server(
+    store: BlockStore, role: StageRole, options: EngineOptions, host: str, port: int
+) -> StageServer:
+    """Load the stage's weights (on a thread: a device copy) and listen, on this loop."""
+    from cascade_worker.engine.config import ModelConfig
+    from cascade_worker.engine.weights import load_stage_weights
+    from cascade_worker.pipeline.server import StageServer
+
+    config = ModelConfig.from_hf(store.manifest.config)
+    start, end = role.layers
+    device = options.device or "cpu"
+    dtype = torch_dtype(options.dtype)
+    weights = await asyncio.to_thread(
+        load_stage_weights, store, config, start, end, device=device, dtype=dtype
+    )
+    server = StageServer(config, weights, host=host, port=port, device=device)
+    return await server.start()
+
+
+@dataclass
+class HeadRole:
+    """The pipeline behind a head's engine, as status and readiness see it."""
+
+    executor: PipelineExecutor
+    stages: list[str]  # addresses, in layer order
+    local_layers: tuple[int, int]  # [0, a): what the head computes itself
+    switching: bool = False  # a switch to local execution is under way
+    left: bool = False  # closed by this worker (drain, switch): not a failure
+
+    def broken(self) -> str | None:
+        """Why the pipeline cannot run (a stage died, refused, timed out); None while it
+        works or once this worker left it on purpose."""
+        error = self.executor.error
+        return None if self.left or error is None else f"pipeline broken: {error}"
+
+    def close(self) -> None:
+        """Detach from the stages (blocking: from a thread, not from the loop)."""
+        self.left = True
+        self.executor.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {"stages": list(self.stages), "local_layers": list(self.local_layers)}
+
+
+def build_head(
+    store: BlockStore,
+    options: EngineOptions,
+    end: int,
+    stages: list[str],
+    loop: asyncio.AbstractEventLoop,
+) -> tuple[LLMEngine, HeadRole]:
+    """An engine over layers [0, end) here and `stages` for the rest. Blocking (it
+    attaches every stage through `loop`): call on a thread, never on `loop`."""
+    import torch
+
+    from cascade_worker.engine.config import ModelConfig
+    from cascade_worker.engine.engine import DEFAULT_KV_CACHE_BYTES
+    from cascade_worker.engine.weights import compute_dtype
+    from cascade_worker.pipeline.head import head_engine
+
+    config = ModelConfig.from_hf(store.manifest.config)
+    max_batch = options.max_batch or DEFAULT_MAX_BATCH
+    max_model_len = min(options.max_model_len or config.max_position_embeddings,
+                        config.max_position_embeddings)  # fmt: skip
+    device = options.device or "cpu"
+    dtype = torch_dtype(options.dtype)
+    # The KV cache as LLMEngine.from_store sizes a one-process engine's: the head's
+    # geometry is what every stage and, after the switch to local, the whole model use.
+    itemsize = (dtype or compute_dtype(config, torch.device(device))).itemsize
+    per_token = 2 * config.num_layers * config.kv_heads * config.head_dim * itemsize
+    kv_cache_tokens = min(max_batch * max_model_len, DEFAULT_KV_CACHE_BYTES // per_token)
+    engine, executor = head_engine(
+        store, end, stages, max_batch=max_batch, max_model_len=max_model_len,
+        kv_cache_tokens=kv_cache_tokens, device=device, dtype=dtype, loop=loop,
+    )  # fmt: skip
+    return engine, HeadRole(executor, list(stages), (0, end))
+
+
+def local_stage(store: BlockStore, head: HeadRole) -> StageModel:
+    """All of the model's layers, with the head's cache geometry, device and dtype:
+    what the head runs once it leaves the pipeline. Blocking (weights to the device)."""
+    from cascade_worker.engine.stage import StageModel
+
+    model = head.executor.head
+    config = model.config
+    return StageModel.load(
+        store, config, 0, config.num_layers, model.cache.config,
+        device=model.device, dtype=model.dtype,
+    )  # fmt: skip
+
+
+def switch_to_local(core: Any, head: HeadRole, full: StageModel) -> None:
+    """On the engine thread, between steps: run every layer here from the next step
+    (running requests recompute their KV cache from their tokens) and detach."""
+    head.left = True
+    try:
+        head.executor.switch_to_local(core, full)
+    except BaseException:
+        head.left = False
+        raise
