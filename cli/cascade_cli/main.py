@@ -13,11 +13,12 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-# (group, module providing add_parser). Later: ("model", ...), ("plan", ...), ("bench", ...).
+# (group, module providing add_parser).
 GROUPS: tuple[tuple[str, str], ...] = (
     ("dev", "cascade_dev.cli"),
     ("model", "cascade_cli.model"),
     ("bench", "cascade_cli.bench"),
+    ("plan", "cascade_cli.plan"),
 )
 
 

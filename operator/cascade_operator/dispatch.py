@@ -1,0 +1,83 @@
+"""Typed orders the operator sends to workers' control APIs, built from a decision.
+
+The lifecycle decides (scaleplans.py), the I/O layer executes: it POSTs `order.body()`
+to `http://{order.address}{order.path}`. Orders are at-least-once: a reconcile repeated
+after a crash sends them again, so the I/O layer counts a 409 from a worker that
+already does what it was told (its status shows the transfer running, the engine
+starting) as delivered. Nothing here sends anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from cascade_api.scaleplan import ScalePlanSpec
+from cascade_operator.workers import WorkerView
+
+
+@dataclass(frozen=True)
+class TransferOrder:
+    """POST /v1/control/transfer: take this pod's role (source or target) in a plan."""
+
+    path: ClassVar[str] = "/v1/control/transfer"
+    plan: str  # ScalePlan name, for logs and events
+    pod: str
+    address: str  # "ip:port" of the worker's control API
+    spec: ScalePlanSpec
+    # pod -> "ip:port" of every participant's data (UCX) listener: the worker connects to
+    # its upstream and downstream peers by these, it never resolves pod names.
+    peers: Mapping[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        return {"plan": self.spec.to_api(), "peers": dict(self.peers)}
+
+
+@dataclass(frozen=True)
+class ServeOrder:
+    """POST /v1/control/serve: start an engine on the complete model the pod holds."""
+
+    path: ClassVar[str] = "/v1/control/serve"
+    pod: str
+    address: str
+    max_batch: int | None = None  # the deployment's engine.maxBatchSize
+    max_model_len: int | None = None  # engine.maxModelLen
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.max_batch is not None:
+            out["maxBatch"] = self.max_batch
+        if self.max_model_len is not None:
+            out["maxModelLen"] = self.max_model_len
+        return out
+
+
+@dataclass(frozen=True)
+class LoadOrder:
+    """POST /v1/control/load: pack the checkpoint from storage (no copy exists anywhere)."""
+
+    path: ClassVar[str] = "/v1/control/load"
+    pod: str
+    address: str
+
+    def body(self) -> dict[str, Any]:
+        return {}
+
+
+def addressable(w: WorkerView | None) -> bool:
+    return w is not None and w.alive and w.ip is not None and w.phase is not None
+
+
+def transfer_orders(
+    name: str, spec: ScalePlanSpec, workers: Mapping[str, WorkerView]
+) -> list[TransferOrder] | None:
+    """One order per participant, sources first (the first source leads the start);
+    None when a participant cannot be reached, so nothing is half-dispatched."""
+    pods = [s.pod for s in spec.sources] + list(spec.targets)
+    found = [workers.get(p) for p in pods]
+    if not all(addressable(w) for w in found):
+        return None
+    ready = [w for w in found if w is not None]
+    peers = {w.name: w.data_address() for w in ready}
+    return [TransferOrder(name, w.name, w.control_address(), spec, peers) for w in ready]

@@ -1,0 +1,290 @@
+"""The ScalePlan lifecycle: from one observation of a deployment's workers and plans to
+the plans to create, the orders to send, the status to write. Pure, `now` passed in.
+
+One tick, in order (each step a small function below):
+
+1. Active plans (at most one per deployment; a younger duplicate is cancelled).
+   Pending: still valid? (targets need weights, sources hold them, no new target
+   appeared) → dispatch (a TransferOrder per participant) and mark Running; else
+   Cancelled (Superseded) so a new plan covers the new set. Running: aggregate the
+   targets' progress (plan_status.aggregate), decide the phase (plan_status.verdict) and
+   write the status only when the throttle says so (plan_status.should_patch).
+2. Orders that do not depend on a plan: serve every worker that holds the whole model
+   with its engine off; load from storage when no copy exists (pool.py chose the pod).
+3. With no active plan: the targets are the workers that need weights (placed,
+   reachable, not out of repair attempts). Targets of Failed plans come back here, so a
+   repair is a new plan from the holders left, dead peers excluded, with its attempt
+   label one higher; after `max_repairs` repairs a target's pod is replaced instead.
+   The planner's PlanningError becomes `Planned=False` with its reason, never a crash.
+4. Finished plans beyond `history` are deleted, oldest first.
+
+Everything is derived from API objects and worker statuses, so a restarted operator
+finds its plan (or re-derives its name) instead of making a second one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from cascade_api.base import Condition, ConditionStatus
+from cascade_api.modeldeployment import ModelDeploymentSpec
+from cascade_api.scaleplan import Block, PlanPhase, ScalePlanSpec, ScalePlanStatus
+from cascade_operator.dispatch import LoadOrder, ServeOrder, TransferOrder, addressable
+from cascade_operator.dispatch import transfer_orders as orders_for
+from cascade_operator.plan_objects import PlanView, by_age, plan_manifest, plan_name
+from cascade_operator.plan_status import (
+    PlanPolicy,
+    aggregate,
+    ended,
+    shape,
+    should_patch,
+    verdict,
+    with_condition,
+)
+from cascade_operator.plan_targets import Refusal, Targets, choose_targets, make_plan
+from cascade_operator.pool import PoolDecision
+from cascade_operator.reconcile import EventNote
+from cascade_operator.view import MdRef
+from cascade_operator.workers import LOADING, TRANSFERRING, WorkerView
+from cascade_planner import Topology
+
+Manifest = dict[str, Any]
+PLANNED = "Planned"  # the ModelDeployment condition this lifecycle owns
+
+
+@dataclass(frozen=True)
+class PlansInput:
+    ref: MdRef
+    generation: int
+    spec: ModelDeploymentSpec  # the accepted spec
+    workers: Sequence[WorkerView]
+    plans: Sequence[PlanView]  # ScalePlans owned by the deployment
+    topo: Topology
+    pool: PoolDecision  # pool.decide_pool over the same workers
+    # The block table of pool.model_digest (GET /v1/control/manifest from the pod
+    # `manifest_source` names); None when not fetched.
+    blocks: Sequence[Block] | None = None
+    conditions: Sequence[Condition] = ()  # the deployment's status.conditions
+
+
+@dataclass(frozen=True)
+class StatusPatch:
+    plan: str
+    status: Manifest  # the whole ScalePlan status (merge-patch it onto /status)
+
+
+@dataclass
+class PlanDecision:
+    condition: Condition | None = None  # Planned: merge into the deployment's conditions
+    create: list[Manifest] = field(default_factory=list)  # ScalePlans to create
+    patches: list[StatusPatch] = field(default_factory=list)
+    transfers: list[TransferOrder] = field(default_factory=list)  # send, then patch
+    serve: list[ServeOrder] = field(default_factory=list)
+    load: list[LoadOrder] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)  # finished ScalePlans to delete
+    replace_pods: list[str] = field(default_factory=list)  # delete; reconcile recreates
+    events: list[EventNote] = field(default_factory=list)
+    current_plan: str | None = None  # for the deployment's status.currentPlan
+
+
+def manifest_source(pool: PoolDecision, workers: Sequence[WorkerView]) -> str | None:
+    """The pod whose block table the I/O layer should fetch before deciding (None: no
+    plan can be made now, skip the call). The table is immutable per digest: cache it."""
+    if not pool.sources or not any(w.needs_weights for w in workers):
+        return None
+    return pool.sources[0].pod
+
+
+def decide_plans(inp: PlansInput, now: datetime, policy: PlanPolicy | None = None) -> PlanDecision:
+    policy = policy or PlanPolicy()
+    workers = {w.name: w for w in inp.workers}
+    out = PlanDecision()
+    targets = choose_targets(inp.workers, inp.plans, inp.pool, now, policy)
+    active: list[PlanView] = []
+    for view in by_age([p for p in inp.plans if p.active]):
+        if active:
+            message = f"{active[0].name} already covers this deployment"
+            _finish(out, view, view.status, PlanPhase.CANCELLED, "Duplicate", message, now)
+        elif view.status.phase == PlanPhase.PENDING:
+            if _pending(out, view, workers, targets, now, policy):
+                active.append(view)
+        elif _running(out, view, workers, now, policy):
+            active.append(view)
+    # Plans that ended this tick count as ended for choosing targets (a repair's attempt).
+    ended = {p.plan: p.status for p in out.patches}
+    plans = [_updated(v, ended.get(v.name)) for v in inp.plans]
+    targets = choose_targets(inp.workers, plans, inp.pool, now, policy)
+    out.serve = _serve_orders(inp)
+    loader = workers.get(inp.pool.load_from_storage or "")
+    if loader is not None and addressable(loader):
+        out.load = [LoadOrder(loader.name, loader.control_address())]
+    out.replace_pods += [p for p in targets.replace if p not in out.replace_pods]
+    if targets.replace:
+        message = f"replacing {', '.join(targets.replace)}: transfers failed or stuck"
+        out.events.append(EventNote("Warning", "ReplacingTargets", message))
+    if active:
+        out.current_plan = active[0].name
+        spec = active[0].spec
+        _planned(inp, out, True, "PlanActive", f"{active[0].name}: {shape(spec)}")
+    else:
+        _new_plan(inp, out, targets)
+    out.delete = _expired(inp.plans, out, policy)
+    return out
+
+
+def _updated(view: PlanView, status: Manifest | None) -> PlanView:
+    if status is None:
+        return view
+    return replace(view, status=ScalePlanStatus.model_validate(status))
+
+
+def _pending(
+    out: PlanDecision,
+    view: PlanView,
+    workers: dict[str, WorkerView],
+    targets: Targets,
+    now: datetime,
+    policy: PlanPolicy,
+) -> bool:
+    spec = view.spec
+    problem = _invalid(spec, workers, targets)
+    if problem:
+        _finish(out, view, view.status, PlanPhase.CANCELLED, "Superseded", problem, now)
+        return False
+    orders = orders_for(view.name, spec, workers)
+    if orders is None:
+        age = (now - view.created).total_seconds() if view.created else 0.0
+        if age > policy.dispatch_grace_s:
+            message = "a participant's control API could not be reached"
+            _finish(out, view, view.status, PlanPhase.CANCELLED, "Unreachable", message, now)
+            return False
+        return True
+    out.transfers += orders
+    begun = view.status.model_copy(update={"phase": PlanPhase.RUNNING, "start_time": now})
+    status = with_condition(aggregate(spec, begun, workers, now), "Dispatched", shape(spec), now)
+    out.patches.append(StatusPatch(view.name, status.to_api()))
+    out.events.append(EventNote("Normal", "ScalePlanDispatched", f"{view.name}: {shape(spec)}"))
+    return True
+
+
+def _invalid(spec: ScalePlanSpec, workers: dict[str, WorkerView], targets: Targets) -> str:
+    """Why a not-yet-running plan no longer fits what exists ('' when it still does).
+    A participant already transferring means the plan was dispatched (a restart lost the
+    status write): it is valid and gets its orders again (at-least-once)."""
+    for pod in spec.targets:
+        w = workers.get(pod)
+        if w is None or not w.alive:
+            return f"target {pod} is gone"
+        if w.phase is not None and not (w.needs_weights or w.phase == TRANSFERRING):
+            return f"target {pod} is {w.phase}"
+    for src in spec.sources:
+        w = workers.get(src.pod)
+        if w is None or not w.alive:
+            return f"source {src.pod} is gone"
+        if w.phase is not None and not (w.complete or w.phase == TRANSFERRING):
+            return f"source {src.pod} no longer holds the model"
+    pods = {s.pod for s in spec.sources} | set(spec.targets)
+    started = any(workers[p].phase == TRANSFERRING for p in pods)
+    extra = sorted(set(targets.pods) - pods)
+    if extra and not started:
+        return f"new targets {', '.join(extra)}"
+    return ""
+
+
+def _running(
+    out: PlanDecision,
+    view: PlanView,
+    workers: dict[str, WorkerView],
+    now: datetime,
+    policy: PlanPolicy,
+) -> bool:
+    spec = view.spec
+    status = aggregate(spec, view.status, workers, now)
+    v = verdict(spec, status, workers, now, policy)
+    if v.phase == PlanPhase.RUNNING:
+        if should_patch(view.status, status, spec, view.last_patch, now, policy):
+            out.patches.append(StatusPatch(view.name, status.to_api()))
+        return True
+    _finish(out, view, status, v.phase, v.reason, v.message, now)
+    out.replace_pods += [p for p in v.stuck if p not in out.replace_pods]
+    return False
+
+
+def _finish(
+    out: PlanDecision,
+    view: PlanView,
+    status: ScalePlanStatus,
+    phase: PlanPhase,
+    reason: str,
+    message: str,
+    now: datetime,
+) -> None:
+    out.patches.append(StatusPatch(view.name, ended(status, phase, reason, message, now).to_api()))
+    kind = "Normal" if phase != PlanPhase.FAILED else "Warning"
+    out.events.append(EventNote(kind, f"ScalePlan{phase}", f"{view.name}: {reason}: {message}"))
+
+
+def _serve_orders(inp: PlansInput) -> list[ServeOrder]:
+    engine = inp.spec.engine
+    return [
+        ServeOrder(w.name, w.control_address(), engine.max_batch_size, engine.max_model_len)
+        for w in inp.workers
+        if w.complete and w.engine == "off" and w.holds(inp.pool.model_digest) and w.ip
+    ]
+
+
+def _new_plan(inp: PlansInput, out: PlanDecision, targets: Targets) -> None:
+    pool = inp.pool
+    if not targets.pods:
+        _planned(inp, out, True, "UpToDate", "no worker waits for weights")
+    elif targets.waiting:
+        _planned(inp, out, True, "WaitingForPods", f"pods starting: {', '.join(targets.waiting)}")
+    elif not pool.sources and (pool.load_from_storage or pool.holders or _loading(inp)):
+        _planned(inp, out, True, "WaitingForSources", pool.message)
+    elif not pool.sources:
+        _planned(inp, out, False, "NoSources", f"no worker holds the model; {pool.message}")
+    elif inp.blocks is None:
+        _planned(inp, out, False, "ManifestUnavailable", "the sources' block table is unknown")
+    else:
+        made = make_plan(inp.ref.name, inp.spec, pool, inp.blocks, targets, inp.workers, inp.topo)
+        if isinstance(made, Refusal):
+            _planned(inp, out, False, made.reason, made.message)
+            return
+        taken = {p.name for p in inp.plans}
+        name = plan_name(inp.ref.name, inp.generation, made.model_digest, made.targets, taken)
+        attempt = 1 + max(targets.tries.get(t, 0) for t in made.targets)
+        out.create.append(plan_manifest(inp.ref, name, made, attempt))
+        out.current_plan = name
+        kind = "a repair" if attempt > 1 else "a plan"
+        message = f"{name}: {kind} (attempt {attempt}), {shape(made)}"
+        out.events.append(EventNote("Normal", "ScalePlanCreated", message))
+        _planned(inp, out, True, "PlanCreated", message)
+
+
+def _loading(inp: PlansInput) -> bool:
+    return any(w.alive and w.phase == LOADING for w in inp.workers)
+
+
+def _planned(inp: PlansInput, out: PlanDecision, ok: bool, reason: str, message: str) -> None:
+    status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
+    out.condition = Condition(
+        type=PLANNED,
+        status=status,
+        reason=reason,
+        message=message,
+        observed_generation=inp.generation,
+    )
+    before = next((c for c in inp.conditions if c.type == PLANNED), None)
+    changed = before is None or (before.status, before.reason) != (status, reason)
+    if not ok and changed:
+        out.events.append(EventNote("Warning", reason, f"{PLANNED}=False: {message}"))
+
+
+def _expired(plans: Sequence[PlanView], out: PlanDecision, policy: PlanPolicy) -> list[str]:
+    """Finished plans beyond the history limit, oldest first (never one written now)."""
+    touched = {p.plan for p in out.patches}
+    done = [p for p in by_age(plans) if not p.active and p.name not in touched]
+    return [p.name for p in done[: max(0, len(done) - policy.history)]]

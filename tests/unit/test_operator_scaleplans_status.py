@@ -1,0 +1,158 @@
+"""The lifecycle's small steps: worker and plan views, progress, the write throttle,
+orders and names."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cascade_api import constants as c
+from cascade_api.scaleplan import (
+    Block,
+    Chain,
+    PlanPhase,
+    PlanStrategy,
+    ScalePlanSpec,
+    ScalePlanStatus,
+    Source,
+    SourceTier,
+    TargetProgress,
+)
+from cascade_operator.dispatch import transfer_orders
+from cascade_operator.plan_objects import PlanView, plan_name, plan_selector
+from cascade_operator.plan_status import PlanPolicy, aggregate, should_patch
+from cascade_operator.workers import HOST_COPY_ANNOTATION, WorkerView
+
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+POLICY = PlanPolicy()
+SPEC = ScalePlanSpec(
+    deployment="llama",
+    model_digest="m1",
+    blocks=[
+        Block(index=i, layer_start=i, layer_end=i + 1, bytes=100, checksum="x") for i in range(10)
+    ],
+    sources=[Source(pod="s", tier=SourceTier.GPU)],
+    targets=["a", "b"],
+    strategy=PlanStrategy.CHAIN,
+    chains=[Chain(source="s", hops=["a", "b"])],
+)
+
+
+def pod_body(name: str, **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "creationTimestamp": "2026-11-22T11:00:00Z",
+            "annotations": {HOST_COPY_ANNOTATION: "true"},
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running", "podIP": "10.1.0.7", **status},
+    }
+
+
+def w(name: str, **kw: Any) -> WorkerView:
+    fields: dict[str, Any] = {"node": "n", "ip": "10.0.0.1", "created": None, "alive": True}
+    return WorkerView(name=name, **(fields | kw))
+
+
+def test_worker_view_from_pod_and_worker_status() -> None:
+    status = {
+        "phase": "failed",
+        "engine": "off",
+        "model_digest": "m1",
+        "blocks_loaded": 6,
+        "blocks_total": 8,
+        "bytes_received": 600,
+        "error": "transfer incomplete",
+        "last_transfer": {"role": "target", "complete": False, "missing": [6, 7]},
+    }
+    view = WorkerView.of(pod_body("p"), status)
+    assert (view.node, view.ip, view.alive, view.host_copy) == ("n1", "10.1.0.7", True, True)
+    assert view.created == datetime(2026, 11, 22, 11, 0, tzinfo=UTC)
+    assert view.missing == (6, 7) and view.transfer_complete is False
+    assert view.needs_weights and not view.has_model and not view.busy
+    assert view.control_address() == f"10.1.0.7:{c.WORKER_PORT}"
+    unread = WorkerView.of(pod_body("p"), None)
+    assert unread.phase is None and not unread.needs_weights and not unread.complete
+    pending = WorkerView.of({"metadata": {"name": "q"}, "status": {"phase": "Pending"}}, None)
+    assert pending.starting and not pending.alive
+    crashing = pod_body(
+        "p", containerStatuses=[{"state": {"waiting": {"reason": "CrashLoopBackOff"}}}]
+    )
+    assert not WorkerView.of(crashing, None).alive
+
+
+def test_plan_view_reads_the_attempt_label() -> None:
+    body = {
+        "metadata": {"name": "x", "labels": {f"{c.GROUP}/attempt": "3"}},
+        "spec": SPEC.to_api(),
+        "status": {"phase": "Running"},
+    }
+    view = PlanView.of(body)
+    assert view.attempt == 3 and view.active and view.spec == SPEC and view.created is None
+    assert plan_selector("llama") == f"{c.LABEL_DEPLOYMENT}=llama,{c.LABEL_COMPONENT}=scaleplan"
+
+
+def test_aggregate_counts_only_this_plans_blocks_and_keeps_completion() -> None:
+    workers = {
+        "a": w("a", phase="ready", model_digest="m1", blocks_loaded=10, blocks_total=10),
+        "b": w("b", phase="transferring", model_digest="m1", blocks_loaded=4, bytes_received=400),
+    }
+    status = aggregate(SPEC, ScalePlanStatus(phase=PlanPhase.RUNNING), workers, T0)
+    assert status.progress == "1/2" and status.target_count == 2
+    assert [(t.pod, t.blocks_received, t.complete) for t in status.targets] == [
+        ("a", 10, True),
+        ("b", 4, False),
+    ]
+    assert status.bytes_moved == 1000 + 400
+    # A complete target stays complete in the record when its pod goes away later.
+    later = aggregate(SPEC, status, {"b": workers["b"]}, T0 + timedelta(seconds=5))
+    assert later.targets[0] == status.targets[0]
+    # Blocks of another model (an idle worker holding something else) are not progress.
+    other = {"b": w("b", phase="idle", model_digest="m0", blocks_loaded=3)}
+    assert aggregate(SPEC, ScalePlanStatus(), other, T0).targets[1].blocks_received == 0
+
+
+def progress(a: int, b: int, phase: PlanPhase = PlanPhase.RUNNING) -> ScalePlanStatus:
+    targets = [
+        TargetProgress(pod="a", blocks_received=a),
+        TargetProgress(pod="b", blocks_received=b),
+    ]
+    return ScalePlanStatus(phase=phase, progress="0/2", targets=targets)
+
+
+def test_throttle() -> None:
+    last = T0
+    soon, later = T0 + timedelta(seconds=1), T0 + timedelta(seconds=POLICY.patch_interval_s)
+
+    def check(old: ScalePlanStatus, new: ScalePlanStatus, now: datetime, prev: Any = last) -> bool:
+        return should_patch(old, new, SPEC, prev, now, POLICY)
+
+    assert not check(progress(3, 0), progress(3, 0), later)  # nothing changed: never
+    assert not check(progress(3, 0), progress(4, 0), soon)  # 1 of 20 blocks: 5 % < 10 %
+    assert check(progress(3, 0), progress(4, 1), soon)  # 2 of 20: 10 %
+    assert check(progress(3, 0), progress(4, 0), later)  # the interval passed
+    assert check(progress(3, 0), progress(4, 0), soon, None)  # after a restart: once
+    assert check(progress(3, 0), progress(3, 0, PlanPhase.FAILED), soon)  # a phase change
+    done = progress(10, 0).model_copy(update={"progress": "1/2"})
+    assert check(progress(9, 0), done, soon)  # a target completed
+
+
+def test_transfer_orders_are_all_or_nothing() -> None:
+    ready = {p: w(p, ip=f"10.0.0.{i}", phase="idle") for i, p in enumerate(["s", "a", "b"])}
+    orders = transfer_orders("plan-1", SPEC, ready)
+    assert orders is not None and [o.pod for o in orders] == ["s", "a", "b"]
+    body = orders[1].body()
+    assert ScalePlanSpec.model_validate(body["plan"]) == SPEC
+    assert body["peers"] == {p: f"10.0.0.{i}:{c.DATA_PORT}" for i, p in enumerate("sab")}
+    assert transfer_orders("plan-1", SPEC, {**ready, "b": w("b", ip=None)}) is None
+    assert transfer_orders("plan-1", SPEC, {"s": ready["s"], "a": ready["a"]}) is None
+
+
+def test_plan_names_are_deterministic() -> None:
+    one = plan_name("llama", 4, "m1", ["b", "a"], [])
+    assert one == plan_name("llama", 4, "m1", ["a", "b"], [])
+    assert one.startswith("llama-g4-") and len(one) == len("llama-g4-") + 8
+    assert plan_name("llama", 4, "m1", ["a"], []) != one
+    assert plan_name("llama", 4, "m1", ["a", "b"], [one, f"{one}-2"]) == f"{one}-3"
+    assert len(plan_name("x" * 300, 1, "m", ["a"], [])) <= 253
