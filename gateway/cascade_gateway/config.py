@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cascade_api.constants import GATEWAY_PORT
-from cascade_worker.config import add_serving_args, parse_seconds
+from cascade_worker.config import add_serving_args, int_at_least, parse_seconds
 
 DISCOVERY_STATIC = "static"
 DISCOVERY_KUBERNETES = "kubernetes"
@@ -84,24 +84,9 @@ def parse_backends(value: str) -> list[str]:
     return urls
 
 
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from exc
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {number}")
-    return number
-
-
-def _count(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from exc
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {number}")
-    return number
+_queue_size = int_at_least(0, "queue size")
+_attempts = int_at_least(1, "attempt count")
+_slack = int_at_least(0, "slack")
 
 
 def _positive_seconds(value: str) -> float:
@@ -132,15 +117,15 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="also find worker pods through the Kubernetes API (env CASCADE_DISCOVERY)",
     )
     for name, env_name, default, kind, what in (
-        ("--interactive-queue", "CASCADE_INTERACTIVE_QUEUE", DEFAULT_INTERACTIVE_QUEUE, _count,
+        ("--interactive-queue", "CASCADE_INTERACTIVE_QUEUE", DEFAULT_INTERACTIVE_QUEUE, _queue_size,
          "interactive requests allowed to wait"),
-        ("--batch-queue", "CASCADE_BATCH_QUEUE", DEFAULT_BATCH_QUEUE, _count,
+        ("--batch-queue", "CASCADE_BATCH_QUEUE", DEFAULT_BATCH_QUEUE, _queue_size,
          "batch requests allowed to wait"),
         ("--request-timeout", "CASCADE_REQUEST_TIMEOUT", DEFAULT_REQUEST_TIMEOUT,
          _positive_seconds, "seconds a request may take in all"),
-        ("--max-attempts", "CASCADE_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS, _positive_int,
+        ("--max-attempts", "CASCADE_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS, _attempts,
          "backends tried per request"),
-        ("--backend-slack", "CASCADE_BACKEND_SLACK", DEFAULT_BACKEND_SLACK, _count,
+        ("--backend-slack", "CASCADE_BACKEND_SLACK", DEFAULT_BACKEND_SLACK, _slack,
          "in-flight requests per backend beyond its max_batch"),
         ("--poll-seconds", "CASCADE_POLL_SECONDS", DEFAULT_POLL_SECONDS, _positive_seconds,
          "seconds between backend load polls"),
