@@ -24,7 +24,7 @@ from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.executor import Executor, LocalExecutor
-from cascade_worker.engine.kv_blocks import CacheConfig, blocks_for
+from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.engine.protocol import (
     EngineStats,
     FinishReason,
@@ -35,15 +35,10 @@ from cascade_worker.engine.protocol import (
 from cascade_worker.engine.requests import EngineRequest, prepare_prompt
 from cascade_worker.engine.sampling import sample
 from cascade_worker.engine.scheduler import Scheduler, SchedulerOutput
+from cascade_worker.engine.sizing import DEFAULT_BLOCK_SIZE, cache_config, context_length
 from cascade_worker.engine.tokenizer import EngineTokenizer
-from cascade_worker.engine.weights import compute_dtype
 
 log = logging.getLogger(__name__)
-
-DEFAULT_BLOCK_SIZE = 16
-# KV cache per stage when the caller does not size it: enough for small models to batch
-# well, small enough that a few CPU workers share a machine. Never less than one context.
-DEFAULT_KV_CACHE_BYTES = 256 << 20
 
 
 class LLMEngine:
@@ -95,25 +90,19 @@ class LLMEngine:
         prefill_budget: int = 512,
         cuts: tuple[int, ...] = (),
     ) -> LLMEngine:
-        """Whole model in this process, as one stage or split at layer `cuts`.
-
-        `max_model_len` above the model's context length is clamped to it (a deployment's
-        default is generic; the checkpoint knows better). The KV cache holds
-        `kv_cache_tokens` positions per layer (default: max_batch full contexts, capped at
-        DEFAULT_KV_CACHE_BYTES), and at least one full context so any request can finish.
-        """
+        """Whole model in this process, as one stage or split at layer `cuts`; context
+        and KV cache sized by engine/sizing.py."""
         config = ModelConfig.from_hf(store.manifest.config)
-        limit = config.max_position_embeddings
-        if max_model_len is not None and max_model_len > limit:
-            log.warning("max_model_len %d > the model's %d: using %d", max_model_len, limit, limit)
-            max_model_len = limit
-        max_model_len = max_model_len or limit
-        if kv_cache_tokens is None:
-            itemsize = (dtype or compute_dtype(config, torch.device(device))).itemsize
-            per_token = 2 * config.num_layers * config.kv_heads * config.head_dim * itemsize
-            kv_cache_tokens = min(max_batch * max_model_len, DEFAULT_KV_CACHE_BYTES // per_token)
-        tokens = max(kv_cache_tokens, max_model_len)
-        cache = CacheConfig(block_size, blocks_for(tokens, block_size))
+        max_model_len = context_length(config, max_model_len)
+        cache = cache_config(
+            config,
+            max_batch=max_batch,
+            max_model_len=max_model_len,
+            block_size=block_size,
+            kv_cache_tokens=kv_cache_tokens,
+            device=device,
+            dtype=dtype,
+        )
         executor = LocalExecutor.load(store, config, cache, cuts=cuts, device=device, dtype=dtype)
         tokenizer = EngineTokenizer.from_extras(store.manifest.extras)
         return cls(

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
-from cascade_worker.engine.engine import DEFAULT_BLOCK_SIZE, LLMEngine
-from cascade_worker.engine.kv_blocks import CacheConfig, blocks_for
+from cascade_worker.engine.engine import LLMEngine
 from cascade_worker.engine.protocol import GenerateRequest, SamplingParams
+from cascade_worker.engine.sizing import DEFAULT_BLOCK_SIZE, cache_config, context_length
 from cascade_worker.engine.stage import StageModel
 from cascade_worker.engine.tokenizer import EngineTokenizer
 from cascade_worker.pipeline.executor import DEFAULT_MIN_MICRO_BATCH_TOKENS, PipelineExecutor
@@ -56,11 +56,22 @@ def head_engine(
     dtype: torch.dtype | None = None,
     loop: asyncio.AbstractEventLoop | None = None,
 ) -> tuple[LLMEngine, PipelineExecutor]:
-    """An engine running layers [0, end) here and the rest on `stages`, in order."""
+    """An engine running layers [0, end) here and the rest on `stages`, in order.
+
+    Context and KV cache are sized as for a one-process engine (engine/sizing.py): the
+    stages copy the head's cache geometry, and so does the whole model after a switch
+    to local execution."""
     config = ModelConfig.from_hf(store.manifest.config)
-    max_model_len = max_model_len or config.max_position_embeddings
-    tokens = max(kv_cache_tokens or max_batch * max_model_len, max_model_len)
-    cache = CacheConfig(block_size, blocks_for(tokens, block_size))
+    max_model_len = context_length(config, max_model_len)
+    cache = cache_config(
+        config,
+        max_batch=max_batch,
+        max_model_len=max_model_len,
+        block_size=block_size,
+        kv_cache_tokens=kv_cache_tokens,
+        device=device,
+        dtype=dtype,
+    )
     head = StageModel.load(store, config, 0, end, cache, device=device, dtype=dtype)
     executor = PipelineExecutor.connect(
         head,

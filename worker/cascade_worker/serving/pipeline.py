@@ -111,27 +111,14 @@ def build_head(
 ) -> tuple[LLMEngine, HeadRole]:
     """An engine over layers [0, end) here and `stages` for the rest. Blocking (it
     attaches every stage through `loop`): call on a thread, never on `loop`."""
-    import torch
-
-    from cascade_worker.engine.config import ModelConfig
-    from cascade_worker.engine.engine import DEFAULT_KV_CACHE_BYTES
-    from cascade_worker.engine.weights import compute_dtype
     from cascade_worker.pipeline.head import head_engine
 
-    config = ModelConfig.from_hf(store.manifest.config)
-    max_batch = options.max_batch or DEFAULT_MAX_BATCH
-    max_model_len = min(options.max_model_len or config.max_position_embeddings,
-                        config.max_position_embeddings)  # fmt: skip
-    device = options.device or "cpu"
-    dtype = torch_dtype(options.dtype)
-    # The KV cache as LLMEngine.from_store sizes a one-process engine's: the head's
-    # geometry is what every stage and, after the switch to local, the whole model use.
-    itemsize = (dtype or compute_dtype(config, torch.device(device))).itemsize
-    per_token = 2 * config.num_layers * config.kv_heads * config.head_dim * itemsize
-    kv_cache_tokens = min(max_batch * max_model_len, DEFAULT_KV_CACHE_BYTES // per_token)
+    # Context and KV cache are sized by head_engine as for a one-process engine.
     engine, executor = head_engine(
-        store, end, stages, max_batch=max_batch, max_model_len=max_model_len,
-        kv_cache_tokens=kv_cache_tokens, device=device, dtype=dtype, loop=loop,
+        store, end, stages,
+        max_batch=options.max_batch or DEFAULT_MAX_BATCH,
+        max_model_len=options.max_model_len,
+        device=options.device or "cpu", dtype=torch_dtype(options.dtype), loop=loop,
     )  # fmt: skip
     return engine, HeadRole(executor, list(stages), (0, end))
 
