@@ -24,7 +24,7 @@ from cascade_worker.pipeline.executor import PipelineExecutor
 from cascade_worker.pipeline.head import head_engine
 from cascade_worker.pipeline.loop import shared_loop
 from cascade_worker.pipeline.server import StageServer
-from cascade_worker.pipeline.stage import stop_notifier
+from cascade_worker.transport.env import stop_notifier
 
 LAYERS = 4
 NEW_TOKENS = 20

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -31,6 +30,7 @@ from pathlib import Path
 from cascade_api.scaleplan import ScalePlanSpec
 from cascade_worker.multicast.result import NodeResult
 from cascade_worker.multicast.runner import MulticastNode, NodeOptions
+from cascade_worker.transport.env import stop_notifier, use_notifier_thread
 from cascade_worker.transport.pool import parse_address
 
 log = logging.getLogger("cascade_worker.multicast.node")
@@ -108,10 +108,7 @@ async def amain(args: argparse.Namespace) -> NodeResult:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    # A one-loop process: let ucxx wake the loop from its notifier thread instead of
-    # spinning on every request (55-82 CPU-s/GB otherwise; see transport/env.py).
-    # Library users with several loops (the in-process tests) keep the default.
-    os.environ.setdefault("UCXPY_ENABLE_PYTHON_FUTURE", "1")
+    use_notifier_thread()  # a one-loop process
     logging.basicConfig(
         level=args.log_level.upper(),
         format=f"%(asctime)s {args.me} %(levelname)s %(name)s: %(message)s",
@@ -128,16 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     finally:
-        _stop_notifier()
+        stop_notifier()
     write_result(args.result, result)
     return 2 if result.missing else 0
-
-
-def _stop_notifier() -> None:
-    """The notifier thread is not a daemon: without this the process never exits."""
-    if "ucxx" in sys.modules:
-        with contextlib.suppress(Exception):
-            sys.modules["ucxx"].stop_notifier_thread()
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ from cascade_worker.engine.sizing import DEFAULT_BLOCK_SIZE, cache_config, conte
 from cascade_worker.engine.stage import StageModel
 from cascade_worker.engine.tokenizer import EngineTokenizer
 from cascade_worker.pipeline.executor import DEFAULT_MIN_MICRO_BATCH_TOKENS, PipelineExecutor
-from cascade_worker.pipeline.stage import parse_layers, stop_notifier
+from cascade_worker.pipeline.stage import parse_layers
+from cascade_worker.transport.env import stop_notifier, use_notifier_thread
 
 if TYPE_CHECKING:
     import torch
@@ -161,7 +162,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    os.environ.setdefault("UCXPY_ENABLE_PYTHON_FUTURE", "1")
+    use_notifier_thread()
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     if args.threads:
         import torch

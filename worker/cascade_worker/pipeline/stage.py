@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from cascade_worker.transport.env import stop_notifier, use_notifier_thread
 
 log = logging.getLogger("cascade_worker.pipeline.stage")
 
@@ -72,8 +73,7 @@ async def amain(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    # One loop per process: ucxx wakes it from its notifier thread instead of spinning.
-    os.environ.setdefault("UCXPY_ENABLE_PYTHON_FUTURE", "1")
+    use_notifier_thread()  # one loop per process
     logging.basicConfig(
         level=args.log_level.upper(),
         format=f"%(asctime)s stage[{args.layers[0]}:{args.layers[1]}] %(levelname)s "
@@ -93,13 +93,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         stop_notifier()
     return 0
-
-
-def stop_notifier() -> None:
-    """ucxx's notifier thread is not a daemon: without this the process never exits."""
-    if "ucxx" in sys.modules:
-        with contextlib.suppress(Exception):
-            sys.modules["ucxx"].stop_notifier_thread()
 
 
 if __name__ == "__main__":
