@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from cascade_dev.testing import DevCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,6 +84,16 @@ class Namespace:
                 for c in p["status"].get("conditions", [])
             )
         ]
+
+    def apply_model(self, name: str, replicas: int, model: Path = EXAMPLE_MODEL) -> None:
+        """kubectl apply a ModelDeployment of the checkpoint at `model` (file:// URI)."""
+        md = {
+            "apiVersion": "cascade.dev/v1alpha1",
+            "kind": "ModelDeployment",
+            "metadata": {"name": name},
+            "spec": {"model": {"uri": f"file://{model}"}, "replicas": replicas},
+        }
+        self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
 
     def available(self, md: str) -> bool:
         doc = json.loads(self.kubectl("get", "md", md, "-o", "json"))

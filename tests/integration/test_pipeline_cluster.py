@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from integration_helpers import EXAMPLE_MODEL, Namespace, generated, http, namespace_with_operator
+from integration_helpers import Namespace, generated, http, namespace_with_operator
 
 from cascade_api.constants import PIPELINE_PORT, WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
@@ -66,13 +65,7 @@ def until(what: str, url: str, test: Callable[[dict[str, Any]], bool]) -> dict[s
 
 
 def test_three_process_pipeline_returns_one_process_tokens(cluster: Namespace) -> None:
-    md = {
-        "apiVersion": "cascade.dev/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": MD},
-        "spec": {"model": {"uri": f"file://{EXAMPLE_MODEL}"}, "replicas": 3},
-    }
-    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
+    cluster.apply_model(MD, 3)
     wait_for("3 worker pods Ready", lambda: len(cluster.ready_pods(MD)) == 3, timeout=240)
     ips = [p["status"]["podIP"] for p in cluster.ready_pods(MD)]
     head, *stages = [f"http://{ip}:{WORKER_PORT}" for ip in ips]

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from integration_helpers import BIN, EXAMPLE_MODEL, ROOT, Namespace, generated, http
+from integration_helpers import BIN, ROOT, Namespace, generated, http
 
 from cascade_api.constants import WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
@@ -128,13 +127,7 @@ def report(plan: dict[str, Any]) -> None:
 
 
 def start_one(ns: Namespace) -> list[int]:
-    md = {
-        "apiVersion": "cascade.dev/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": MD},
-        "spec": {"model": {"uri": f"file://{EXAMPLE_MODEL}"}, "replicas": 1},
-    }
-    ns.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
+    ns.apply_model(MD, 1)
     wait_for("1 worker ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=180)
     first = ns.ready_pods(MD)[0]
     assert serve_mode(first) == "1"  # no holder anywhere: the first loads from storage

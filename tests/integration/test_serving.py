@@ -19,8 +19,7 @@ from collections.abc import Iterator
 
 import openai
 import pytest
-import yaml
-from integration_helpers import EXAMPLE_MODEL, Namespace, namespace_with_operator
+from integration_helpers import Namespace, namespace_with_operator
 
 from cascade_dev.testing import DevCluster, wait_for
 
@@ -36,13 +35,7 @@ def served(
     with namespace_with_operator(
         dev_cluster, "cascade-serve", tmp_path_factory.mktemp("serve")
     ) as ns:
-        md = {
-            "apiVersion": "cascade.dev/v1alpha1",
-            "kind": "ModelDeployment",
-            "metadata": {"name": MD},
-            "spec": {"model": {"uri": f"file://{EXAMPLE_MODEL}"}, "replicas": 2},
-        }
-        ns.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
+        ns.apply_model(MD, 2)
         wait_for("the deployment Available", lambda: ns.available(MD), timeout=240)
         wait_for("2 workers Ready", lambda: len(ns.ready_pods(MD)) == 2, timeout=120)
         url = dev_cluster.url(f"{ns.ns}/{MD}-gateway")

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from integration_helpers import Namespace, generated, http, namespace_with_operator
 
 from cascade_api.constants import WORKER_PORT
@@ -42,13 +41,7 @@ def test_pod_fetches_model_from_peer_pod(cluster: Namespace, tmp_path: Path) -> 
         capture_output=True,
         timeout=300,
     )
-    md = {
-        "apiVersion": "cascade.dev/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": MD},
-        "spec": {"model": {"uri": f"file://{model}"}, "replicas": 2},
-    }
-    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
+    cluster.apply_model(MD, 2, model)
     wait_for("2 worker pods Ready", lambda: len(cluster.ready_pods(MD)) == 2, timeout=180)
     src, dst = cluster.ready_pods(MD)
     a = f"http://{src['status']['podIP']}:{WORKER_PORT}"
