@@ -34,12 +34,7 @@ NAMESPACED: set[Grant] = (
         ["modeldeployments/status", "modeldeployments/scale"],
         ["get", "patch", "update"],
     )
-    # deletecollection: deleting a ModelDeployment removes its ScalePlans in one call.
-    | grants(
-        "cascade.dev",
-        ["scaleplans"],
-        [*READ, "create", "update", "patch", "delete", "deletecollection"],
-    )
+    | grants("cascade.dev", ["scaleplans"], [*READ, "create", "update", "patch", "delete"])
     | grants("cascade.dev", ["scaleplans/status"], SUB)
     | grants("", ["pods"], [*READ, "create", "delete", "patch"])
     | grants("", ["services"], [*READ, "create", "patch", "delete"])
