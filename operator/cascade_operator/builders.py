@@ -15,6 +15,11 @@ from cascade_operator.view import MdRef
 Manifest = dict[str, Any]
 
 MODEL_MOUNT_ROOT = "/mnt/models"
+# How a worker pod gets its weights (annotation START_ANNOTATION, env CASCADE_SERVE):
+# STORAGE loads the checkpoint itself at start (the first instance: no copy exists);
+# AWAIT starts idle and unready, and the operator streams it weights along a ScalePlan.
+START_ANNOTATION = f"{c.GROUP}/start"
+START_STORAGE, START_AWAIT = "storage", "await"
 
 
 def selector_labels(md: str, component: str) -> dict[str, str]:
@@ -93,7 +98,13 @@ def _worker_resources(spec: ModelDeploymentSpec) -> Manifest:
     return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
 
-def worker_pod(ref: MdRef, spec: ModelDeploymentSpec, index: int, cfg: OperatorConfig) -> Manifest:
+def worker_pod(
+    ref: MdRef,
+    spec: ModelDeploymentSpec,
+    index: int,
+    cfg: OperatorConfig,
+    start: str = START_STORAGE,
+) -> Manifest:
     model_path, volumes, mounts = _model_volume(spec)
     env = [
         _field_env("POD_NAME", "metadata.name"),
@@ -107,8 +118,9 @@ def worker_pod(ref: MdRef, spec: ModelDeploymentSpec, index: int, cfg: OperatorC
         {"name": "CASCADE_DTYPE", "value": str(spec.engine.dtype)},
         {"name": "CASCADE_MAX_MODEL_LEN", "value": str(spec.engine.max_model_len)},
         {"name": "CASCADE_MAX_BATCH_SIZE", "value": str(spec.engine.max_batch_size)},
-        # Load the model from CASCADE_MODEL_PATH at start and serve it; Ready = serving.
-        {"name": "CASCADE_SERVE", "value": "1"},
+        # storage: load CASCADE_MODEL_PATH at start and serve it. await: hold nothing
+        # until a plan streams the weights, then serve when told. Ready = serving.
+        {"name": "CASCADE_SERVE", "value": "1" if start == START_STORAGE else "await"},
     ]
     container: Manifest = {
         "name": "worker",
@@ -139,7 +151,7 @@ def worker_pod(ref: MdRef, spec: ModelDeploymentSpec, index: int, cfg: OperatorC
             "name": pod_name(ref.name, index),
             "namespace": ref.namespace,
             "labels": labels(ref.name, c.COMPONENT_WORKER),
-            "annotations": {f"{c.GROUP}/instance-index": str(index)},
+            "annotations": {f"{c.GROUP}/instance-index": str(index), START_ANNOTATION: start},
             "ownerReferences": [owner_reference(ref)],
         },
         "spec": pod_spec,

@@ -122,6 +122,55 @@ class Cluster:
             c.GROUP, c.VERSION, namespace, c.MD_PLURAL, name, {"status": status}
         )
 
+    def list_nodes(self) -> list[Body]:
+        return [self._dict(n) for n in self.core.list_node().items]
+
+    def annotate_pod(self, namespace: str, name: str, key: str, value: str | None) -> None:
+        """Set (or with None remove) one annotation; a pod already gone is a success."""
+        patch = {"metadata": {"annotations": {key: value}}}
+        try:
+            self.core.patch_namespaced_pod(name, namespace, patch)
+        except ApiException as err:
+            if not _missing(err):
+                raise
+
+    def list_scaleplans(self, namespace: str, selector: str) -> list[Body]:
+        found = self.custom.list_namespaced_custom_object(
+            c.GROUP, c.VERSION, namespace, c.SP_PLURAL, label_selector=selector
+        )
+        items: list[Body] = found.get("items") or []
+        return items
+
+    def create_scaleplan(self, manifest: Body) -> bool:
+        """Create a ScalePlan; False when it already exists (a re-derived name: success)."""
+        try:
+            self.custom.create_namespaced_custom_object(
+                c.GROUP, c.VERSION, manifest["metadata"]["namespace"], c.SP_PLURAL, manifest
+            )
+        except ApiException as err:
+            if err.status != 409:
+                raise
+            return False
+        return True
+
+    def patch_scaleplan_status(self, namespace: str, name: str, status: Body) -> None:
+        try:
+            self.custom.patch_namespaced_custom_object_status(
+                c.GROUP, c.VERSION, namespace, c.SP_PLURAL, name, {"status": status}
+            )
+        except ApiException as err:
+            if not _missing(err):
+                raise
+
+    def delete_scaleplan(self, namespace: str, name: str) -> None:
+        try:
+            self.custom.delete_namespaced_custom_object(
+                c.GROUP, c.VERSION, namespace, c.SP_PLURAL, name
+            )
+        except ApiException as err:
+            if not _missing(err):
+                raise
+
     def emit_event(self, owner: Body, note: EventNote) -> None:
         meta = owner["metadata"]
         stamp = utcnow().isoformat().replace("+00:00", "Z")
@@ -162,7 +211,9 @@ class Cluster:
             self.core.delete_namespaced_service_account,
         ):
             try:
-                delete(gateway, namespace)
+                # No body decoding: a Service delete answers a Status object that this
+                # client version fails to parse as a V1Service.
+                delete(gateway, namespace, _preload_content=False)
             except ApiException as err:
                 if not _missing(err):
                     raise

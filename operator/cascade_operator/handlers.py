@@ -1,9 +1,10 @@
 """kopf handlers: thin. Each one finds which ModelDeployment an event concerns and asks
 the controller to reconcile it; all decisions live in `reconcile.decide`.
 
-Reconciling is level-triggered (every watch event of the ModelDeployment, its pods or
-its gateway, plus a periodic resync), so a missed event or an operator restart costs
-one resync, never a wrong state.
+Reconciling is level-triggered (every watch event of the ModelDeployment, its pods,
+its gateway or its ScalePlans, plus a periodic resync), so a missed event or an operator
+restart costs one resync, never a wrong state. Workers' transfer progress makes no API
+events, so while weights move (`Controller.moving`) a fast timer reconciles every second.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def on_model_deployment(type: str, body: kopf.Body, **_: Any) -> None:
 
 @kopf.on.event("", "v1", "pods", labels=MANAGED)
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
+@kopf.on.event(c.GROUP, c.VERSION, c.SP_PLURAL, labels=MANAGED)
 def on_owned_object(body: kopf.Body, **_: Any) -> None:
     md = owner_of(dict(body.metadata.get("labels") or {}))
     if md:
@@ -60,6 +62,14 @@ def on_owned_object(body: kopf.Body, **_: Any) -> None:
 def resync(body: kopf.Body, **_: Any) -> None:
     if not body.metadata.get("deletionTimestamp"):
         controller().reconcile(body.metadata["namespace"], body.metadata["name"])
+
+
+@kopf.timer(c.GROUP, c.VERSION, c.MD_PLURAL, interval=1.0, initial_delay=1.0)
+def poll_moving(body: kopf.Body, **_: Any) -> None:
+    """Follow a ScalePlan's progress (and a loading worker) closely while weights move."""
+    namespace, name = body.metadata["namespace"], body.metadata["name"]
+    if not body.metadata.get("deletionTimestamp") and controller().moving(namespace, name):
+        controller().reconcile(namespace, name)
 
 
 @kopf.on.delete(c.GROUP, c.VERSION, c.MD_PLURAL)

@@ -38,8 +38,9 @@ class PlanPolicy:
     timeout_floor_s: float = 300.0
     timeout_factor: float = 4.0
     max_repairs: int = 3  # repair plans per target before the pod is replaced
-    # New pods not yet placed hold back planning this long, so one plan covers a scale-up.
-    gather_s: float = 5.0
+    # New pods not yet placed or answering hold back planning at most this long (worker
+    # processes take seconds to start), so one plan covers a scale-up.
+    gather_s: float = 30.0
     history: int = 10  # finished plans kept per deployment (like revisionHistoryLimit)
 
 

@@ -7,8 +7,9 @@ than the pod do not count: a recreated pod with the same name starts afresh). Pa
 `max_repairs` repairs the pod is replaced instead of planned for again, and so is a pod
 still transferring long after the plan that named it ended (a stuck peer).
 
-While new pods are still starting (for `gather_s` after their creation) planning waits,
-so a scale-up by 8 is one plan for 8 targets rather than 8 plans. Pure.
+While new pods are still starting or their control API is not up yet (for at most
+`gather_s` after their creation) planning waits, so a scale-up by 8 is one plan for 8
+targets rather than 8 plans; as soon as all of them answer, planning goes ahead. Pure.
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ def choose_targets(
         elif w.phase == TRANSFERRING and w.name not in busy and _orphaned(w, plans, now, policy):
             replace.append(w.name)
     gather = timedelta(seconds=policy.gather_s)
-    waiting = [
-        w.name for w in workers if w.starting and w.created is not None and now - w.created < gather
-    ]
+    # Young pods not yet placed, or running but with a control API not up yet.
+    coming = [w for w in workers if w.starting or (w.alive and w.phase is None)]
+    waiting = [w.name for w in coming if w.created is not None and now - w.created < gather]
     return Targets(pods, sorted(waiting), tries, replace)
 
 

@@ -68,11 +68,23 @@ def free_indices(pods: list[PodView], count: int) -> list[int]:
     return out
 
 
-def scale_down_victims(pods: list[PodView], count: int) -> list[PodView]:
-    """Give up the least useful instances first: unplaced, then loading, then serving;
-    the highest ordinal first within each group."""
-    ranked = sorted(pods, key=lambda p: (p.node is not None, p.ready, -p.index))
+def scale_down_victims(
+    pods: list[PodView], count: int, protected: frozenset[str] = frozenset()
+) -> list[PodView]:
+    """Give up the least useful instances first: unplaced, then loading, then serving,
+    host-copy holders last; the highest ordinal first within each group."""
+    ranked = sorted(
+        pods, key=lambda p: (p.name in protected, p.node is not None, p.ready, -p.index)
+    )
     return ranked[:count]
+
+
+def start_modes(healthy: list[PodView], count: int) -> list[str]:
+    """How each of `count` new pods gets its weights: when no healthy pod exists (nothing
+    can hold the model), the first loads it from storage; every other new pod awaits a
+    ScalePlan that streams the weights from a holder."""
+    first = builders.START_AWAIT if healthy else builders.START_STORAGE
+    return [first, *[builders.START_AWAIT] * (count - 1)][:count]
 
 
 def decide(obs: Observed, cfg: OperatorConfig, now: datetime) -> Decision:
@@ -90,9 +102,14 @@ def decide(obs: Observed, cfg: OperatorConfig, now: datetime) -> Decision:
         missing = accepted.replicas - len(healthy)
         if missing > 0:
             indices = free_indices(obs.pods, missing)
-            create = [builders.worker_pod(obs.ref, accepted, i, cfg) for i in indices]
+            modes = start_modes(healthy, missing)
+            create = [
+                builders.worker_pod(obs.ref, accepted, i, cfg, start)
+                for i, start in zip(indices, modes, strict=True)
+            ]
         elif missing < 0:
-            delete += [p.name for p in scale_down_victims(healthy, -missing)]
+            victims = scale_down_victims(healthy, -missing, obs.protected)
+            delete += [p.name for p in victims]
         spec_changed = (obs.status or {}).get("observedGeneration") != obs.generation
         if spec_changed or not obs.gateway.deployment_exists:
             gateway += builders.gateway_access(obs.ref)

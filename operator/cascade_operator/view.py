@@ -103,3 +103,6 @@ class Observed:
     status: Body
     pods: list[PodView] = field(default_factory=list)
     gateway: GatewayView = field(default_factory=GatewayView)
+    # Pods that hold a host copy of the weights (pool.PoolDecision.protected()):
+    # scale-down gives them up last.
+    protected: frozenset[str] = frozenset()

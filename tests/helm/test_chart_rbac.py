@@ -34,7 +34,12 @@ NAMESPACED: set[Grant] = (
         ["modeldeployments/status", "modeldeployments/scale"],
         ["get", "patch", "update"],
     )
-    | grants("cascade.dev", ["scaleplans"], [*READ, "create", "update", "patch", "delete"])
+    # deletecollection: deleting a ModelDeployment removes its ScalePlans in one call.
+    | grants(
+        "cascade.dev",
+        ["scaleplans"],
+        [*READ, "create", "update", "patch", "delete", "deletecollection"],
+    )
     | grants("cascade.dev", ["scaleplans/status"], SUB)
     | grants("", ["pods"], [*READ, "create", "delete", "patch"])
     | grants("", ["services"], [*READ, "create", "patch", "delete"])

@@ -52,6 +52,10 @@ class WorkerConfig:
     blocks: int = DEFAULT_BLOCKS
     # Load $CASCADE_MODEL_PATH and start an engine at start-up ($CASCADE_SERVE=1).
     serve_on_start: bool = False
+    # Start idle and unready until weights arrive and an engine serves them
+    # ($CASCADE_SERVE=await): a scale-up target the operator streams weights to, which
+    # must not read the model's storage and must not count as Ready before it serves.
+    await_weights: bool = False
     # Engine bounds when a serve request does not say; None = the engine's default.
     max_batch: int | None = None
     max_model_len: int | None = None
@@ -190,7 +194,8 @@ def add_engine_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> 
         "--serve-on-start",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="load $CASCADE_MODEL_PATH and serve at start (env CASCADE_SERVE=1)",
+        help="load $CASCADE_MODEL_PATH and serve at start (env CASCADE_SERVE=1; "
+        "CASCADE_SERVE=await: start idle, unready until weights arrive and it serves)",
     )
     batch = env.get("CASCADE_MAX_BATCH") or env.get("CASCADE_MAX_BATCH_SIZE")
     parser.add_argument(
@@ -238,9 +243,11 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
     parser = build_parser(env)
     args = parser.parse_args(list(argv))
     serve = args.serve_on_start
+    raw_serve = env.get("CASCADE_SERVE", "")
+    await_weights = serve is None and raw_serve.strip().lower() == "await"
     if serve is None:
         try:
-            serve = parse_flag(env.get("CASCADE_SERVE", ""))
+            serve = False if await_weights else parse_flag(raw_serve)
         except argparse.ArgumentTypeError as exc:
             parser.error(f"CASCADE_SERVE: {exc}")
     return WorkerConfig(
@@ -255,6 +262,7 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         pipeline_port=args.pipeline_port,
         blocks=args.blocks,
         serve_on_start=serve,
+        await_weights=await_weights,
         max_batch=args.max_batch,
         max_model_len=args.max_model_len,
         queue_limit=args.queue_limit,

@@ -70,7 +70,7 @@ empty, else per watched namespace (Role). No wildcards: every verb is listed.
   verbs: ["get", "patch", "update"]
 - apiGroups: ["cascade.dev"]
   resources: ["scaleplans"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 - apiGroups: ["cascade.dev"]
   resources: ["scaleplans/status"]
   verbs: ["get", "patch", "update"]

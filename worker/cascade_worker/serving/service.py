@@ -66,7 +66,8 @@ class Serving:
         self.engine: AsyncEngine | None = None
         self.layers: tuple[int, int] | None = None  # what the engine runs
         self.starting = False
-        self.wanted = config.serve_on_start  # readiness waits for an engine
+        # Readiness waits for an engine (serve on start, or awaiting streamed weights).
+        self.wanted = config.serve_on_start or config.await_weights
         self.error: str | None = None  # why the last start failed
         self.head: HeadRole | None = None  # the engine's pipeline, when it heads one
         self.stage: StageRole | None = None  # serving as a pipeline stage instead
@@ -241,6 +242,8 @@ class Serving:
             return None if self.stage.server is not None else "pipeline stage starting"
         engine = self.engine
         error = (engine.failure if engine is not None else None) or self.error
+        if engine is None and not error and not self.starting and self.config.await_weights:
+            return "awaiting weights"
         return f"engine {self.phase}" + (f": {error}" if error else "")
 
     def load_now(self) -> LoadNow:

@@ -1,0 +1,102 @@
+"""The only module that talks to workers' control APIs (the data plane's front door).
+
+The operator reads each worker's GET /v1/status to know what it holds and does, reads
+a holder's block table (GET /v1/control/manifest) to plan from it, and POSTs the typed
+orders the lifecycle decided (dispatch.py). Short timeouts and no retries: a worker that
+does not answer is simply unknown this tick (`None`), and the next tick asks again.
+Orders are at-least-once, so a 409 ("already doing that") counts as delivered.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cascade_api import constants as c
+
+log = logging.getLogger(__name__)
+Body = dict[str, Any]
+
+
+class Order(Protocol):
+    @property
+    def pod(self) -> str: ...
+    @property
+    def address(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    def body(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Delivery:
+    pod: str
+    ok: bool  # accepted now, or the worker already does it (409)
+    status: int  # HTTP status, 0 when the worker could not be reached
+    detail: str = ""
+
+
+class WorkerClient:
+    def __init__(self, timeout_s: float = 1.0, order_timeout_s: float = 5.0) -> None:
+        self.timeout_s = timeout_s
+        self.order_timeout_s = order_timeout_s
+        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="worker-http")
+
+    def _call(self, method: str, url: str, body: Body | None, timeout: float) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as err:
+            raw = err.read()
+            try:
+                return err.code, json.loads(raw or b"null")
+            except ValueError:
+                return err.code, raw.decode(errors="replace")
+
+    def status(self, ip: str | None) -> Body | None:
+        """GET /v1/status, or None when the worker cannot be reached or answers badly."""
+        if not ip:
+            return None
+        try:
+            code, doc = self._call(
+                "GET", f"http://{ip}:{c.WORKER_PORT}/v1/status", None, self.timeout_s
+            )
+        except (OSError, ValueError):
+            return None
+        return doc if code == 200 and isinstance(doc, dict) else None
+
+    def statuses(self, ips: Sequence[str | None]) -> list[Body | None]:
+        """Every worker's status, asked in parallel (one slow worker costs one timeout)."""
+        return list(self._pool.map(self.status, ips))
+
+    def manifest(self, ip: str) -> Body | None:
+        """GET /v1/control/manifest of a holder: its digest and block table."""
+        try:
+            code, doc = self._call(
+                "GET", f"http://{ip}:{c.WORKER_PORT}/v1/control/manifest", None, self.timeout_s
+            )
+        except (OSError, ValueError):
+            return None
+        return doc if code == 200 and isinstance(doc, dict) else None
+
+    def send(self, order: Order) -> Delivery:
+        url = f"http://{order.address}{order.path}"
+        try:
+            code, doc = self._call("POST", url, order.body(), self.order_timeout_s)
+        except (OSError, ValueError) as err:
+            return Delivery(order.pod, False, 0, str(err))
+        detail = json.dumps(doc)[:300] if not isinstance(doc, str) else doc[:300]
+        return Delivery(order.pod, code < 300 or code == 409, code, detail)
+
+    def send_all(self, orders: Sequence[Order]) -> list[Delivery]:
+        return list(self._pool.map(self.send, orders))

@@ -1,0 +1,185 @@
+"""Issue 5, acceptance 1-3 on the local cluster: a scale-up streams weights along a plan.
+
+A one-replica ModelDeployment of the example model serves (its pod loads from storage:
+no copy exists anywhere). Scaling it to 6 makes 5 pods that start awaiting weights
+(CASCADE_SERVE=await: they never read the checkpoint); the operator plans one
+ScalePlan from the running instance, dispatches it, follows its progress, and once it
+is Completed tells the targets to serve. Every new pod then generates pod 0's greedy
+tokens. A second scale-up kills the operator while its plan runs and starts a new one:
+the plan completes (or is repaired), and no second plan is made for the same targets.
+
+Needs 8 simulated nodes (issue 5's acceptance cluster); the shared session fixture
+starts 4, so these tests run on a cluster made with `cascade dev up --nodes 8` and
+`CASCADE_DEV_REUSE=1` and skip elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from integration_helpers import BIN, ROOT, Namespace, generated, http
+
+from cascade_api.constants import WORKER_PORT
+from cascade_dev.testing import DevCluster, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+MD = "scaled"
+NEEDED_NODES = 8
+PROMPT = {"prompt_token_ids": [5, 9, 14, 200, 17], "params": {
+    "max_tokens": 12, "temperature": 0.0, "ignore_eos": True}}  # fmt: skip
+
+
+class Operator:
+    """A `cascade-operator` process for one namespace that the test can restart."""
+
+    def __init__(self, dev: DevCluster, ns: str, log: Path) -> None:
+        self.dev, self.ns, self.log = dev, ns, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [str(BIN / "cascade-operator"), "--namespace", self.ns, "--liveness-port", "0"],
+                env={**os.environ, "KUBECONFIG": str(self.dev.kubeconfig)},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()  # no graceful stop: a crash mid-plan
+            self.proc.wait(timeout=15)
+            self.proc = None
+
+
+@pytest.fixture
+def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[tuple[Namespace, Operator]]:
+    nodes = json.loads(dev_cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    if len(nodes) < NEEDED_NODES:
+        pytest.skip(f"needs {NEEDED_NODES} nodes (cascade dev up --nodes 8), has {len(nodes)}")
+    ns = Namespace(dev_cluster, f"cascade-sp-{uuid.uuid4().hex[:6]}")
+    dev_cluster.kubectl("apply", "--validate=false", "-f", str(ROOT / "crds"))
+    dev_cluster.kubectl("create", "namespace", ns.ns)
+    op = Operator(dev_cluster, ns.ns, tmp_path / "operator.log")
+    op.start()
+    try:
+        yield ns, op
+    finally:
+        ns.kubectl("delete", "md", "--all", "--wait=false", check=False)
+        dev_cluster.kubectl("delete", "namespace", ns.ns, "--wait=false", check=False)
+        if op.proc is not None:
+            op.proc.terminate()
+            op.proc.wait(timeout=15)
+        print((tmp_path / "operator.log").read_text()[-4000:])
+
+
+def plans(ns: Namespace) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(ns.kubectl("get", "sp", "-o", "json"))["items"]
+    return items
+
+
+def phase(plan: dict[str, Any]) -> str:
+    return str((plan.get("status") or {}).get("phase") or "Pending")
+
+
+def scale(ns: Namespace, replicas: int) -> None:
+    ns.kubectl("scale", f"md/{MD}", f"--replicas={replicas}")
+
+
+def tokens(pod: dict[str, Any]) -> list[int]:
+    url = f"http://{pod['status']['podIP']}:{WORKER_PORT}/v1/generate"
+    return generated(url, {"request_id": f"r{time.monotonic_ns()}", **PROMPT})
+
+
+def worker_status(pod: dict[str, Any]) -> dict[str, Any]:
+    code, doc = http("GET", f"http://{pod['status']['podIP']}:{WORKER_PORT}/v1/status")
+    assert code == 200, doc
+    return dict(doc)
+
+
+def serve_mode(pod: dict[str, Any]) -> str:
+    env = pod["spec"]["containers"][0]["env"]
+    return str(next(e.get("value") for e in env if e["name"] == "CASCADE_SERVE"))
+
+
+def seconds(raw: str) -> float:
+    return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+
+
+def report(plan: dict[str, Any]) -> None:
+    st, spec = plan["status"], plan["spec"]
+    measured = seconds(st["completionTime"]) - seconds(st["startTime"])
+    print(
+        f"{plan['metadata']['name']}: {spec.get('strategy')} {len(spec['targets'])} targets, "
+        f"predicted {spec.get('predictedCompletionSeconds')} s, measured {measured:.0f} s "
+        f"(second-precision timestamps), bytes moved {st.get('bytesMoved')}"
+    )
+
+
+def start_one(ns: Namespace) -> list[int]:
+    ns.apply_model(MD, 1)
+    wait_for("1 worker ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=180)
+    first = ns.ready_pods(MD)[0]
+    assert serve_mode(first) == "1"  # no holder anywhere: the first loads from storage
+    return tokens(first)
+
+
+def test_scale_1_to_6_streams_weights_along_one_plan(
+    cluster: tuple[Namespace, Operator],
+) -> None:
+    ns, _ = cluster
+    reference = start_one(ns)
+    begun = time.monotonic()
+    scale(ns, 6)
+    wait_for("a ScalePlan", lambda: len(plans(ns)) >= 1, timeout=60)
+    wait_for("plan Completed", lambda: phase(plans(ns)[0]) == "Completed", timeout=240)
+    wait_for("6 workers ready", lambda: len(ns.ready_pods(MD)) == 6, timeout=120)
+    elapsed = time.monotonic() - begun
+    print(ns.kubectl("get", "sp"))
+    [plan] = plans(ns)  # exactly one plan for the 5 targets
+    report(plan)
+    print(f"scale 1 -> 6 to 6 Ready: {elapsed:.1f} s")
+    assert sorted(plan["spec"]["targets"]) == [f"{MD}-{i}" for i in range(1, 6)]
+    assert plan["status"]["progress"] == "5/5"
+    for pod in ns.ready_pods(MD)[1:]:
+        assert serve_mode(pod) == "await"  # it never read the checkpoint
+        st = worker_status(pod)
+        assert st["bytes_received"] > 0 and st["last_transfer"]["complete"], st
+        assert tokens(pod) == reference
+    md = json.loads(ns.kubectl("get", "md", MD, "-o", "json"))
+    planned = next(c for c in md["status"]["conditions"] if c["type"] == "Planned")
+    assert planned["status"] == "True", planned
+
+
+def test_operator_restart_mid_plan_never_duplicates(cluster: tuple[Namespace, Operator]) -> None:
+    ns, op = cluster
+    reference = start_one(ns)
+    scale(ns, 6)
+    wait_for("a ScalePlan", lambda: len(plans(ns)) >= 1, timeout=60)
+    op.kill()  # mid-plan: created, maybe dispatched, surely not completed and served
+    time.sleep(2)
+    op.start()
+    wait_for("6 workers ready", lambda: len(ns.ready_pods(MD)) == 6, timeout=300)
+    found = plans(ns)
+    print(ns.kubectl("get", "sp"))
+    done = [p for p in found if phase(p) == "Completed"]
+    assert done, [(p["metadata"]["name"], phase(p)) for p in found]
+    # Never two plans at once for the same targets: the restarted operator found its
+    # plan (derived name) instead of making a second one; a repair is a later attempt.
+    keys = [
+        (tuple(sorted(p["spec"]["targets"])), p["metadata"]["labels"]["cascade.dev/attempt"])
+        for p in found
+    ]
+    assert len(set(keys)) == len(keys), keys
+    for pod in ns.ready_pods(MD)[1:]:
+        assert tokens(pod) == reference
