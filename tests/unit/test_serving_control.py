@@ -237,6 +237,18 @@ def test_the_real_engine_behind_the_api(tmp_path: Path) -> None:
     run(go, timeout=90)
 
 
+def test_awaiting_weights_is_not_ready_and_reads_no_storage(tmp_path: Path) -> None:
+    async def go() -> None:
+        model = str(tmp_path / "never-read")  # a scale-up target must not touch storage
+        async with worker(await_weights=True, model_path=model) as w:
+            status, text = await w.call("GET", "/readyz")
+            assert status == 503 and text == "awaiting weights"
+            doc = await w.call("GET", "/v1/status")
+            assert doc[1]["phase"] == "idle" and doc[1]["engine"] == "off"
+
+    run(go)
+
+
 def test_serve_on_start_without_a_model_is_not_ready() -> None:
     async def go() -> None:
         async with worker(serve_on_start=True) as w:

@@ -105,6 +105,16 @@ def test_serving_from_env_as_the_operator_sets_it() -> None:
     assert load_config([], {"CASCADE_SERVE": "false"}).serve_on_start is False
 
 
+def test_await_mode_starts_idle_but_wants_to_serve() -> None:
+    """A scale-up target: reads no storage at start, unready until streamed weights serve."""
+    config = load_config([], {"CASCADE_SERVE": "await"})
+    assert (config.serve_on_start, config.await_weights) == (False, True)
+    assert load_config([], {"CASCADE_SERVE": "1"}).await_weights is False
+    # An explicit flag wins over the environment, as for every other setting.
+    flagged = load_config(["--serve-on-start"], {"CASCADE_SERVE": "await"})
+    assert (flagged.serve_on_start, flagged.await_weights) == (True, False)
+
+
 @pytest.mark.parametrize(
     ("argv", "env"),
     [
