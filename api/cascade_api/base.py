@@ -31,8 +31,23 @@ class ApiModel(BaseModel):
     )
 
     def to_api(self) -> dict[str, Any]:
-        """The JSON-ready dict the API server expects (camelCase, no unset optionals)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        """The JSON-ready dict the API server expects (camelCase, no unset optionals).
+
+        Empty strings are left out too: the 1.20 API server's schema validation reads a
+        zero-valued string as null and rejects it ("must be of type string"), and an
+        absent field parses back to the same "" default."""
+        dumped: dict[str, Any] = _without_empty_strings(
+            self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        )
+        return dumped
+
+
+def _without_empty_strings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_empty_strings(v) for k, v in value.items() if v != ""}
+    if isinstance(value, list):
+        return [_without_empty_strings(v) for v in value]
+    return value
 
 
 class ConditionStatus(StrEnum):

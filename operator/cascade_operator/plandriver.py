@@ -16,10 +16,13 @@ controller, after reconcile built its own status.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+
+from kubernetes.client.exceptions import ApiException
 
 from cascade_api.modeldeployment import ModelDeploymentSpec, ModelDeploymentStatus
 from cascade_api.scaleplan import Block
@@ -132,10 +135,17 @@ class PlanDriver:
         for ch in got.pool.changes:
             value = "true" if ch.keep else None
             self.cluster.annotate_pod(ns, ch.pod, HOST_COPY_ANNOTATION, value)
-        for manifest in d.create:
-            if not self.cluster.create_scaleplan(manifest):
-                log.info("%s/%s: ScalePlan exists already", ns, manifest["metadata"]["name"])
+        # A plan whose create or status write the API server refuses is skipped, logged,
+        # and tried again next tick; the rest of the reconcile (other plans, pods) goes on.
         undelivered: set[str] = set()
+        for manifest in d.create:
+            name = manifest["metadata"]["name"]
+            try:
+                if not self.cluster.create_scaleplan(manifest):
+                    log.info("%s/%s: ScalePlan exists already", ns, name)
+            except ApiException as err:
+                undelivered.add(name)
+                log.error("%s/%s: creating the ScalePlan failed: %s", ns, name, _reason(err))
         for order in d.transfers:
             if order.plan in undelivered:
                 continue
@@ -152,7 +162,11 @@ class PlanDriver:
         for patch in d.patches:
             if patch.plan in undelivered:
                 continue
-            self.cluster.patch_scaleplan_status(ns, patch.plan, patch.status)
+            try:
+                self.cluster.patch_scaleplan_status(ns, patch.plan, patch.status)
+            except ApiException as err:
+                log.error("%s/%s: status write failed: %s", ns, patch.plan, _reason(err))
+                continue
             self._last_patch[(ns, patch.plan)] = now
         d.serve = [o for o in d.serve if awaiting.get(o.pod) not in (None, *self._served)]
         served = self.http.send_all(d.serve)
@@ -174,3 +188,11 @@ class PlanDriver:
             if not (e.reason == "ScalePlanDispatched" and e.message.split(":")[0] in undelivered)
         ]
         return Outcome(d, [*events, *told], moving)
+
+
+def _reason(err: ApiException) -> str:
+    """The API server's message (the body's `message`), else the status line."""
+    try:
+        return str(json.loads(err.body or "{}").get("message") or err.reason)
+    except ValueError:
+        return f"{err.status} {err.reason}"

@@ -80,6 +80,8 @@ def schema_errors(value: Any, schema: Schema, path: str = "spec") -> list[str]:
     low, high = schema.get("minimum", value), schema.get("maximum", value)
     if type_ in ("integer", "number") and not low <= value <= high:
         errors.append(f"{path}: out of range")
+    if type_ == "string" and value == "":
+        errors.append(f"{path}: empty string (1.20 reads it as null)")
     if type_ == "string" and len(value) > schema.get("maxLength", len(value)):
         errors.append(f"{path}: too long")
     if type_ == "array":
@@ -215,3 +217,11 @@ def test_invalid_examples_fail_where_their_readme_says() -> None:
     assert errors["05-invalid/wrong-type.yaml"] == ["spec.replicas: must be of type integer"]
     assert errors["05-invalid/out-of-range.yaml"] == ["spec.replicas: out of range"]
     assert errors["05-invalid/min-greater-than-max.yaml"] == []
+
+
+def test_a_pending_plan_status_with_empty_strings_passes_the_schema() -> None:
+    """A Pending plan's status (progress "") cancelled after an operator restart was
+    rejected by the 1.20 API server on every reconcile; to_api leaves "" out."""
+    status = ScalePlanStatus(progress="", targets=[{"pod": "w-1"}]).to_api()  # type: ignore[list-item]
+    assert "progress" not in status
+    assert schema_errors(status, SP_STATUS, "status") == []

@@ -8,14 +8,21 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from cascade_api.base import Condition, ConditionStatus
-from cascade_operator import builders
+from cascade_api.modeldeployment import ModelDeploymentSpec
+from cascade_operator import builders, plandriver
 from cascade_operator.config import OperatorConfig
 from cascade_operator.lifecycle import in_motion, merge_plan_status, storage_start_pending
+from cascade_operator.plan_status import PlanPolicy
+from cascade_operator.plandriver import Gathered, PlanDriver
+from cascade_operator.pool import PoolDecision
 from cascade_operator.reconcile import decide, scale_down_victims, start_modes
-from cascade_operator.scaleplans import PlanDecision
+from cascade_operator.scaleplans import PlanDecision, StatusPatch
 from cascade_operator.view import GatewayView, MdRef, Observed, PodView
 from cascade_operator.workers import WorkerView
+from cascade_planner import topology_from_nodes
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 REF = MdRef(name="llama", namespace="models", uid="uid-1")
@@ -126,3 +133,53 @@ def test_merge_plan_status_sets_condition_and_clears_ended_plan() -> None:
     done = merge_plan_status(running, running, PlanDecision(cond), NOW)
     assert done["currentPlan"] is None  # a merge patch needs the explicit null
     assert merge_plan_status(running, {}, PlanDecision(cond), NOW).get("currentPlan") is None
+
+
+class RefusingCluster:
+    """Records writes; the API server refuses one plan's status (422) and one create."""
+
+    def __init__(self) -> None:
+        self.patched: list[str] = []
+        self.created: list[str] = []
+        self.deleted: list[str] = []
+
+    def create_scaleplan(self, manifest: dict[str, Any]) -> bool:
+        name = manifest["metadata"]["name"]
+        if name == "refused-create":
+            raise ApiException(status=422, reason="Unprocessable Entity")
+        self.created.append(name)
+        return True
+
+    def patch_scaleplan_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
+        if name == "refused":
+            err = ApiException(status=422, reason="Unprocessable Entity")
+            err.body = '{"message": "status.progress: Invalid value"}'
+            raise err
+        self.patched.append(name)
+
+    def delete_scaleplan(self, ns: str, name: str) -> None:
+        self.deleted.append(name)
+
+
+class NoWorkers:
+    def send_all(self, orders: list[Any]) -> list[Any]:
+        return []
+
+
+def test_a_refused_plan_write_does_not_stop_the_rest_of_the_tick(monkeypatch: Any) -> None:
+    decision = PlanDecision(
+        create=[{"metadata": {"name": "refused-create"}}, {"metadata": {"name": "new"}}],
+        patches=[StatusPatch("refused", {}), StatusPatch("other", {"progress": "1/1"})],
+        delete=["old"],
+    )
+    monkeypatch.setattr(plandriver, "decide_plans", lambda *_: decision)
+    driver = PlanDriver(RefusingCluster(), NoWorkers(), PlanPolicy())  # type: ignore[arg-type]
+    monkeypatch.setattr(driver, "_block_table", lambda *_: None)
+    got = Gathered(workers=[], pool=PoolDecision(None), topo=topology_from_nodes([]), plans=[])
+    body = {"metadata": {"name": "llama", "namespace": "models", "generation": 1}}
+    spec = ModelDeploymentSpec.model_validate({"model": {"uri": "file:///models/tiny"}})
+    driver.tick(body, REF, spec, got, NOW)
+    cluster = driver.cluster
+    assert isinstance(cluster, RefusingCluster)
+    assert (cluster.created, cluster.patched, cluster.deleted) == (["new"], ["other"], ["old"])
+    assert ("models", "refused") not in driver._last_patch  # written again next tick
