@@ -111,6 +111,12 @@ def scale_plan_crd() -> dict[str, Any]:
         _column("Targets", "integer", ".status.targetCount", "Receiving pods."),
         _column("Progress", "string", ".status.progress", "Complete targets / all."),
         _column("Phase", "string", ".status.phase", "Lifecycle phase."),
+        _column(
+            "Predicted", "number", ".spec.predictedCompletionSeconds", "Planner's estimate (s)."
+        ),
+        _column(
+            "Measured", "number", ".status.measuredCompletionSeconds", "Workers' measurement (s)."
+        ),
         _age(),
     ]
     return _crd(c.SP_KIND, c.SP_PLURAL, "sp", schema, columns, {"status": {}})

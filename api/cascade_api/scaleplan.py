@@ -133,6 +133,12 @@ class TargetProgress(ApiModel):
     bytes_received: int = Field(default=0, ge=0, description="Bytes installed.")
     complete: bool = Field(default=False, description="Holds every block.")
     first_complete_time: datetime | None = Field(default=None, description="When complete.")
+    transfer_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="Seconds from the transfer's common start until it held every block, "
+        "as its worker measured (compare with spec.predictions).",
+    )
 
 
 class ScalePlanStatus(ApiModel):
@@ -143,4 +149,10 @@ class ScalePlanStatus(ApiModel):
     bytes_moved: int = Field(default=0, ge=0, description="Bytes delivered so far.")
     start_time: datetime | None = Field(default=None, description="When dispatched.")
     completion_time: datetime | None = Field(default=None, description="When it ended.")
+    measured_completion_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="Slowest target's transferSeconds once all are complete: the measured "
+        "counterpart of spec.predictedCompletionSeconds.",
+    )
     conditions: list[Condition] = Field(default_factory=list, description="Failure detail etc.")

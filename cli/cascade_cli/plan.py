@@ -2,7 +2,7 @@
 
 What `kubectl get sp` cannot show: the plan's shape (serial-forwarding chains
 `s0 ─▶ t1 ─▶ t2`, or the binomial pipeline as the tree of who first sends to whom plus
-its steps), per-target progress bars (blocks received of all, predicted vs actual
+its steps), per-target progress bars (blocks received of all, predicted vs measured
 completion), the execution pipelines that can serve while loading, and the planner's
 reason. `render` is pure (a plan object and `now` in, text out) and tested on fixtures;
 the I/O around it reads the object with the kubernetes client (or `-f FILE`).
@@ -115,9 +115,13 @@ def _header(name: str, spec: ScalePlanSpec, status: ScalePlanStatus, now: dateti
         end = status.completion_time or now
         elapsed = f"{_secs((end - status.start_time).total_seconds())}"
     predicted = spec.predicted_completion_seconds
-    out.append(
-        f"elapsed {elapsed}   predicted {_secs(predicted) if predicted is not None else '-'}"
-    )
+    measured = status.measured_completion_seconds
+    line = f"elapsed {elapsed} (dispatch to last write)   transfer: predicted "
+    line += f"{_secs(predicted) if predicted is not None else '-'}   measured "
+    line += f"{_secs(measured) if measured is not None else '-'}"
+    if predicted and measured is not None:
+        line += f" ({measured / predicted:.2f}x)"
+    out = [*out, line]
     tiers = ", ".join(f"{s.pod} ({s.tier})" for s in spec.sources)
     out.append(f"sources {tiers or '-'}")
     if spec.reason:
@@ -176,7 +180,7 @@ def _targets(spec: ScalePlanSpec, status: ScalePlanStatus) -> list[str]:
     predicted = {p.pod: p.complete_seconds for p in spec.predictions}
     total = len(spec.blocks)
     width = max([len("target"), *(len(t) for t in spec.targets)])
-    head = f"  {'target':<{width}}  {'received':<{BAR + 2}}  {'blocks':>7}       predicted  done"
+    head = f"  {'target':<{width}}  {'received':<{BAR + 2}}  {'blocks':>7}       predicted  measured"
     out = ["targets", head]
     for pod in spec.targets:
         t = got.get(pod) or TargetProgress(pod=pod)
@@ -185,9 +189,10 @@ def _targets(spec: ScalePlanSpec, status: ScalePlanStatus) -> list[str]:
         bar = "[" + "█" * filled + "░" * (BAR - filled) + "]"
         state = "✓" if t.complete else f"{100 * n // total if total else 0}%"
         pred = _secs(predicted[pod]) if pod in predicted else "-"
-        done = "-"
-        if t.complete and t.first_complete_time and status.start_time:
-            done = _secs((t.first_complete_time - status.start_time).total_seconds())
+        done = _secs(t.transfer_seconds) if t.transfer_seconds is not None else "-"
+        if done == "-" and t.complete and t.first_complete_time and status.start_time:
+            seen = (t.first_complete_time - status.start_time).total_seconds()
+            done = f"seen at {_secs(seen)}"  # no worker measurement (an older worker)
         count = f"{n}/{total}"
         out.append(f"  {pod:<{width}}  {bar}  {count:>7} {state:>4}  {pred:>9}  {done}")
     return out

@@ -69,12 +69,18 @@ def aggregate(
     before = {t.pod: t for t in prev.targets}
     targets = [_target(spec, before.get(pod), workers.get(pod), now) for pod in spec.targets]
     done = sum(t.complete for t in targets)
+    measured = [t.transfer_seconds for t in targets]
     return prev.model_copy(
         update={
             "target_count": len(spec.targets),
             "progress": f"{done}/{len(spec.targets)}",
             "targets": targets,
             "bytes_moved": sum(t.bytes_received for t in targets),
+            "measured_completion_seconds": (
+                max(m for m in measured if m is not None)
+                if targets and None not in measured
+                else None
+            ),
         }
     )
 
@@ -93,6 +99,7 @@ def _target(
             bytes_received=sum(b.bytes for b in spec.blocks),
             complete=True,
             first_complete_time=now,
+            transfer_seconds=w.transfer_s,
         )
     ours = w.phase in (TRANSFERRING, FAILED) and w.model_digest in (None, spec.model_digest)
     return TargetProgress(
@@ -165,9 +172,13 @@ def _failure(w: WorkerView | None, pod: str) -> str:
 
 def _done(spec: ScalePlanSpec, status: ScalePlanStatus, now: datetime) -> str:
     took = (now - status.start_time).total_seconds() if status.start_time else 0.0
+    measured = status.measured_completion_seconds
+    head = f"{len(spec.targets)} target(s) hold all {len(spec.blocks)} blocks"
+    head += f" {took:.3g}s after dispatch"
+    tail = f"; transfer {measured:.3g}s" if measured is not None else ""
     predicted = spec.predicted_completion_seconds
-    tail = f" (predicted {predicted:.3g}s)" if predicted is not None else ""
-    return f"{len(spec.targets)} target(s) hold all {len(spec.blocks)} blocks in {took:.3g}s{tail}"
+    tail += f" (predicted {predicted:.3g}s)" if predicted is not None else ""
+    return head + tail
 
 
 def blocks_done(status: ScalePlanStatus) -> int:

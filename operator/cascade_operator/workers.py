@@ -49,6 +49,9 @@ class WorkerView:
     # The last transfer's report: complete flag and the blocks it still missed.
     transfer_complete: bool | None = None
     missing: tuple[int, ...] = ()
+    # Seconds from the last transfer's common start until this pod, as a target, held
+    # every block (the worker's own clock): the measured side of a plan's prediction.
+    transfer_s: float | None = None
     error: str | None = None
 
     @property
@@ -130,8 +133,16 @@ class WorkerView:
             bytes_received=int(status.get("bytes_received") or 0),
             transfer_complete=last.get("complete") if last else None,
             missing=tuple(int(b) for b in last.get("missing") or ()),
+            transfer_s=_target_seconds(last),
             error=status.get("error"),
         )
+
+
+def _target_seconds(last: Body) -> float | None:
+    seconds = last.get("complete_s")
+    if last.get("role") != "target" or not last.get("complete") or seconds is None:
+        return None
+    return float(seconds)
 
 
 def parse_time(raw: Any) -> datetime | None:

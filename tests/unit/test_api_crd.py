@@ -99,6 +99,8 @@ def test_scale_plan_printer_columns() -> None:
         "Targets",
         "Progress",
         "Phase",
+        "Predicted",
+        "Measured",
         "Age",
     ]
     paths = {col["name"]: col["jsonPath"] for col in columns}
@@ -107,6 +109,8 @@ def test_scale_plan_printer_columns() -> None:
     assert paths["Targets"] == ".status.targetCount"
     assert paths["Progress"] == ".status.progress"
     assert paths["Phase"] == ".status.phase"
+    assert paths["Predicted"] == ".spec.predictedCompletionSeconds"
+    assert paths["Measured"] == ".status.measuredCompletionSeconds"
 
 
 @pytest.mark.parametrize("crd", [model_deployment_crd(), scale_plan_crd()], ids=["md", "sp"])

@@ -113,6 +113,22 @@ def test_aggregate_counts_only_this_plans_blocks_and_keeps_completion() -> None:
     assert aggregate(SPEC, ScalePlanStatus(), other, T0).targets[1].blocks_received == 0
 
 
+def test_measured_completion_is_the_slowest_targets_own_clock() -> None:
+    last = {"role": "target", "complete": True, "complete_s": 2.5, "missing": []}
+    held = {"phase": "ready", "model_digest": "m1", "blocks_loaded": 10, "blocks_total": 10}
+    a = WorkerView.of(pod_body("a"), held | {"last_transfer": last})
+    assert a.transfer_s == 2.5
+    sent = {"role": "source", "complete": True, "complete_s": 0.0}
+    assert WorkerView.of(pod_body("s"), held | {"last_transfer": sent}).transfer_s is None
+    b_busy = w("b", phase="transferring", model_digest="m1", blocks_loaded=4)
+    status = aggregate(SPEC, ScalePlanStatus(), {"a": a, "b": b_busy}, T0)
+    assert status.targets[0].transfer_seconds == 2.5
+    assert status.measured_completion_seconds is None  # b still receives
+    b = w("b", phase="ready", model_digest="m1", blocks_loaded=10, blocks_total=10, transfer_s=3.0)
+    done = aggregate(SPEC, status, {"a": a, "b": b}, T0)
+    assert done.measured_completion_seconds == 3.0
+
+
 def progress(a: int, b: int, phase: PlanPhase = PlanPhase.RUNNING) -> ScalePlanStatus:
     targets = [
         TargetProgress(pod="a", blocks_received=a),

@@ -75,6 +75,7 @@ CHAIN: dict[str, Any] = {
                 "bytesReceived": 536870912,
                 "complete": True,
                 "firstCompleteTime": "2026-11-22T12:00:09Z",
+                "transferSeconds": 4.9,
             },
             {"pod": "llama-2", "blocksReceived": 6, "bytesReceived": 402653184},
             {"pod": "llama-3", "blocksReceived": 5, "bytesReceived": 335544320},
@@ -133,16 +134,18 @@ BINOMIAL: dict[str, Any] = {
                 "bytesReceived": 2097152,
                 "complete": True,
                 "firstCompleteTime": "2026-11-22T12:00:01Z",
+                "transferSeconds": 0.3 if p != "t3" else None,
             }
             for p in ("t1", "t2", "t3")
         ],
+        "measuredCompletionSeconds": 0.33,
     },
 }
 
 CHAIN_TEXT = """\
 ScalePlan llama-g3-5d41402a   deployment llama   model sha256:0123456789abcdef0
 phase Running   strategy chain   targets complete 1/4   blocks 8 (512.0 MiB)   moved 1.4 GiB
-elapsed 6.00s   predicted 5.40s
+elapsed 6.00s (dispatch to last write)   transfer: predicted 5.40s   measured -
 sources llama-0 (gpu), llama-5 (host)
 reason: auto: chain 5.4s vs binomial 6.1s predicted
 
@@ -151,8 +154,8 @@ chains
   llama-5 ─▶ llama-3 ─▶ llama-4   blocks 4-7,0-3
 
 targets
-  target   received                 blocks       predicted  done
-  llama-1  [████████████████████]      8/8    ✓      5.10s  5.00s
+  target   received                 blocks       predicted  measured
+  llama-1  [████████████████████]      8/8    ✓      5.10s  4.90s
   llama-2  [███████████████░░░░░]      6/8  75%      5.30s  -
   llama-3  [████████████░░░░░░░░]      5/8  62%      5.20s  -
   llama-4  [████████░░░░░░░░░░░░]      3/8  37%      5.40s  -
@@ -167,7 +170,7 @@ conditions
 BINOMIAL_TEXT = """\
 ScalePlan tiny-g1-9a0b1c2d   deployment tiny   model m1
 phase Completed   strategy binomial   targets complete 3/3   blocks 2 (2.0 MiB)   moved 6.0 MiB
-elapsed 1.00s   predicted 0.31s
+elapsed 1.00s (dispatch to last write)   transfer: predicted 0.31s   measured 0.33s (1.06x)
 sources s0 (gpu)
 
 tree (who first sends to whom)
@@ -183,10 +186,10 @@ steps (3, at most 3 transfers each)
     3  s0 ─▶ t1 #1   t1 ─▶ t2 #0   t2 ─▶ t3 #1
 
 targets
-  target  received                 blocks       predicted  done
-  t1      [████████████████████]      2/2    ✓          -  1.00s
-  t2      [████████████████████]      2/2    ✓          -  1.00s
-  t3      [████████████████████]      2/2    ✓          -  1.00s
+  target  received                 blocks       predicted  measured
+  t1      [████████████████████]      2/2    ✓          -  0.30s
+  t2      [████████████████████]      2/2    ✓          -  0.30s
+  t3      [████████████████████]      2/2    ✓          -  seen at 1.00s
 """
 
 

@@ -19,9 +19,11 @@ takes requests, or a pipeline stage listens".
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 
 from aiohttp import web
@@ -76,6 +78,14 @@ def build_app(
     return app
 
 
+def preload_transfers() -> None:
+    """Import the transfer path (ucxx, the multicast node) in the background now: cold,
+    it takes seconds on a busy node, longer than the operator waits for an order's reply,
+    and every worker may be told to send or receive."""
+    module = "cascade_worker.multicast.runner"
+    threading.Thread(target=importlib.import_module, args=(module,), daemon=True).start()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(os.environ)
     config = load_config(sys.argv[1:] if argv is None else argv, os.environ)
@@ -85,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.deployment or "-",
         config.model_uri or "-",
     )
+    preload_transfers()
     asyncio.run(
         serve(build_app(config), config.host, config.port, drain_seconds=config.drain_seconds)
     )
