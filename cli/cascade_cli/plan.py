@@ -180,7 +180,8 @@ def _targets(spec: ScalePlanSpec, status: ScalePlanStatus) -> list[str]:
     predicted = {p.pod: p.complete_seconds for p in spec.predictions}
     total = len(spec.blocks)
     width = max([len("target"), *(len(t) for t in spec.targets)])
-    head = f"  {'target':<{width}}  {'received':<{BAR + 2}}  {'blocks':>7}       predicted  measured"
+    head = f"  {'target':<{width}}  {'received':<{BAR + 2}}  {'blocks':>7}"
+    head += "       predicted  measured"
     out = ["targets", head]
     for pod in spec.targets:
         t = got.get(pod) or TargetProgress(pod=pod)
