@@ -93,6 +93,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     mc.set_defaults(func=_multicast)
     _add_replay(cmds)
     _add_plan(cmds)
+    _add_scaleup(cmds)
 
 
 def _add_plan(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -119,6 +120,49 @@ def _plan(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise ValueError("--repeat must be >= 1")
     doc = run(args.nodes, args.targets, args.strategies, args.repeat)
+    print(table(doc))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"\nwrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def _add_scaleup(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    su = cmds.add_parser(
+        "scaleup",
+        help="one scale-up on the cluster: the ScalePlan's predicted vs measured times",
+        description="Deploy the checkpoint at --model-path with --from instances, scale to "
+        "--to, wait for the ScalePlan to finish and all pods Ready; print per-target "
+        "predicted vs measured transfer seconds and write them as JSON. Needs an operator "
+        "watching the namespace (the chart's, or --run-operator).",
+    )
+    su.add_argument("--model-path", type=Path, required=True, help="checkpoint on the nodes")
+    su.add_argument("--from", dest="start", type=int, default=1)
+    su.add_argument("--to", dest="end", type=int, default=6)
+    su.add_argument("--strategy", choices=("auto", "chain", "binomial"), default="auto")
+    su.add_argument("--blocks", type=int, default=16, help="multicast.blocks")
+    su.add_argument("--namespace", default=None, help="existing namespace (kept)")
+    su.add_argument("--run-operator", action="store_true", help="start an operator here")
+    su.add_argument("--timeout-s", type=float, default=600.0)
+    su.add_argument("--json", type=Path, default=None, metavar="OUT.json")
+    su.set_defaults(func=_scaleup)
+
+
+def _scaleup(args: argparse.Namespace) -> int:
+    from cascade_bench.scaleup import ScaleupConfig, run, table
+
+    cfg = ScaleupConfig(
+        model_path=args.model_path,
+        start=args.start,
+        end=args.end,
+        strategy=args.strategy,
+        blocks=args.blocks,
+        namespace=args.namespace,
+        run_operator=args.run_operator,
+        timeout_s=args.timeout_s,
+    )
+    doc = run(cfg, say=lambda line: print(line, file=sys.stderr))
     print(table(doc))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -118,6 +118,7 @@ def worker_pod(
         {"name": "CASCADE_DTYPE", "value": str(spec.engine.dtype)},
         {"name": "CASCADE_MAX_MODEL_LEN", "value": str(spec.engine.max_model_len)},
         {"name": "CASCADE_MAX_BATCH_SIZE", "value": str(spec.engine.max_batch_size)},
+        {"name": "CASCADE_BLOCKS", "value": str(spec.multicast.blocks)},  # at most one per layer
         # storage: load CASCADE_MODEL_PATH at start and serve it. await: hold nothing
         # until a plan streams the weights, then serve when told. Ready = serving.
         {"name": "CASCADE_SERVE", "value": "1" if start == START_STORAGE else "await"},

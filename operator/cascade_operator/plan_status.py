@@ -89,6 +89,10 @@ def _target(
     spec: ScalePlanSpec, prev: TargetProgress | None, w: WorkerView | None, now: datetime
 ) -> TargetProgress:
     prev = prev or TargetProgress(pod=w.name if w else "")
+    if prev.complete and prev.transfer_seconds is None and w is not None and w.transfer_s:
+        # It held every block while still forwarding (a chain hop, an NVLink leader):
+        # its worker reports the measurement when its transfer ends.
+        return prev.model_copy(update={"transfer_seconds": w.transfer_s})
     if prev.complete or w is None or w.phase is None:
         return prev
     total = len(spec.blocks)
@@ -145,9 +149,14 @@ def verdict(
     if by[Outcome.GONE]:
         gone = ", ".join(by[Outcome.GONE])
         return Verdict(PlanPhase.CANCELLED, "TargetsGone", f"targets gone: {gone}")
-    if len(by[Outcome.COMPLETE]) == len(spec.targets):
+    # Targets that hold every block but still forward it (chain hops, NVLink leaders):
+    # the plan ends when their transfers do, so their measured times are in the record.
+    forwarding = [
+        p for p in by[Outcome.COMPLETE] if (w := workers.get(p)) and w.phase == TRANSFERRING
+    ]
+    if len(by[Outcome.COMPLETE]) == len(spec.targets) and not forwarding:
         return Verdict(PlanPhase.COMPLETED, "AllTargetsComplete", _done(spec, status, now))
-    active = by[Outcome.RECEIVING] + by[Outcome.WAITING]
+    active = by[Outcome.RECEIVING] + by[Outcome.WAITING] + forwarding
     if active and now - (status.start_time or now) > timedelta(seconds=timeout(spec, policy)):
         message = f"running longer than {timeout(spec, policy):.0f}s; stuck: {', '.join(active)}"
         return Verdict(PlanPhase.FAILED, "Timeout", message, tuple(active))

@@ -40,6 +40,7 @@ DEFAULT_ZONE = ""
 DEFAULT_LEAF = ""
 DEFAULT_NVLINK_MBIT = 1_600_000  # 1.6 Tbps, BlitzScale's testbed NVLink
 BYTES_PER_MBIT = 1e6 / 8
+DEFAULT_GOODPUT = 1448 / 1514
 
 Vertex = tuple[str, Any]  # (kind, name): node, leaf, zone, core or nvl
 Link = tuple[Vertex, Vertex]
@@ -54,6 +55,15 @@ class FabricParams:
     zone_mbit: float | None = None  # per-zone uplink to the core; None: unlimited
     nvlink_mbit: float = DEFAULT_NVLINK_MBIT
     default_nic_mbit: float = DEFAULT_NIC_MBIT
+    # Share of a network link's rate that carries payload: TCP/IPv4 over Ethernet at MTU
+    # 1500 moves 1448 payload bytes per 1514-byte frame (0.956); RoCE at MTU 4096 is
+    # about 0.98. Labels give line rates; the flow model needs payload rates.
+    goodput: float = DEFAULT_GOODPUT
+
+    @property
+    def per_mbit(self) -> float:
+        """Payload bytes/s per Mbit/s of network line rate."""
+        return BYTES_PER_MBIT * self.goodput
 
 
 @dataclass(frozen=True)
@@ -71,18 +81,18 @@ class NodeInfo:
         return (self.zone, self.leaf)
 
 
-def _rate(labels: Mapping[str, str], key: str, default: float, warn: list[str], node: str) -> float:
+def _mbit(labels: Mapping[str, str], key: str, default: float, warn: list[str], node: str) -> float:
     raw = labels.get(key)
     if raw is None:
-        return default * BYTES_PER_MBIT
+        return default
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
     if not value > 0:
         warn.append(f"node {node}: {key}={raw!r} is not a positive number; using {default}")
-        return default * BYTES_PER_MBIT
-    return value * BYTES_PER_MBIT
+        return default
+    return value
 
 
 def node_info(
@@ -100,8 +110,10 @@ def node_info(
         leaf=labels.get(c.LABEL_LEAF, DEFAULT_LEAF),
         domain=f"clique:{clique}" if clique else f"node:{name}",
         gpu_product=labels.get(c.LABEL_GPU_PRODUCT),
-        nic_in=_rate(labels, c.LABEL_NIC_IN_MBIT, params.default_nic_mbit, warn, name),
-        nic_out=_rate(labels, c.LABEL_NIC_OUT_MBIT, params.default_nic_mbit, warn, name),
+        nic_in=_mbit(labels, c.LABEL_NIC_IN_MBIT, params.default_nic_mbit, warn, name)
+        * params.per_mbit,
+        nic_out=_mbit(labels, c.LABEL_NIC_OUT_MBIT, params.default_nic_mbit, warn, name)
+        * params.per_mbit,
     )
 
 
@@ -130,7 +142,7 @@ class Topology:
         found = self.nodes.get(node)
         if found is not None:
             return found
-        rate = self.params.default_nic_mbit * BYTES_PER_MBIT
+        rate = self.params.default_nic_mbit * self.params.per_mbit
         return NodeInfo(node, DEFAULT_ZONE, DEFAULT_LEAF, f"node:{node}", None, rate, rate)
 
     def capacity(self, link: Link) -> float:
@@ -146,7 +158,7 @@ class Topology:
             return self.info(a).nic_out
         if kind_b == "node":
             return self.info(b).nic_in
-        return p.default_nic_mbit * BYTES_PER_MBIT  # an uplink of an unseen leaf
+        return p.default_nic_mbit * p.per_mbit  # an uplink of an unseen leaf
 
     def path(self, src: str, dst: str) -> tuple[Link, ...]:
         """Directed links a transfer from node `src` to node `dst` crosses."""
@@ -186,13 +198,13 @@ def topology_from_nodes(
     for key in leaf_out:
         leaf, zone = ("leaf", key), ("zone", key[0])
         if params.spine_mbit is not None:
-            up = down = params.spine_mbit * BYTES_PER_MBIT
+            up = down = params.spine_mbit * params.per_mbit
         else:
             up = leaf_out[key] / params.oversubscription
             down = leaf_in[key] / params.oversubscription
         cap[(leaf, zone)], cap[(zone, leaf)] = up, down
     core = ("core", "")
-    zone_rate = float("inf") if params.zone_mbit is None else params.zone_mbit * BYTES_PER_MBIT
+    zone_rate = float("inf") if params.zone_mbit is None else params.zone_mbit * params.per_mbit
     for zone_name in sorted({k[0] for k in leaf_out}):
         zone = ("zone", zone_name)
         cap[(zone, core)] = cap[(core, zone)] = zone_rate

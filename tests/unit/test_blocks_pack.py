@@ -140,3 +140,10 @@ def test_pack_rejects_bad_input(tmp_path: Path) -> None:
     (tmp_path / "bad.safetensors").write_bytes(b"\x01")
     with pytest.raises(ValueError, match="too short"):
         pack_model(tmp_path, 1)
+
+
+def test_more_blocks_than_layers_gives_one_block_per_layer(tmp_path: Path) -> None:
+    write_checkpoint(tmp_path, TINY)
+    packed = pack_model(tmp_path, 16)  # the deployment default, on a 3-layer model
+    ranges = [(b.layer_start, b.layer_end) for b in packed.manifest.blocks]
+    assert ranges == [(0, 1), (1, 2), (2, 3)]

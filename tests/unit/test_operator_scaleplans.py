@@ -163,12 +163,18 @@ def test_create_dispatch_throttled_progress_complete_serve() -> None:
     assert len(d.patches) == 1 and w.only().status.progress == "1/2"
     assert [s.pod for s in d.serve] == ["llama-1"]
     assert d.serve[0].body() == {"maxBatch": 64, "maxModelLen": 4096}
+    # The last one holds every block but its transfer has not ended (still forwarding):
+    # complete, not yet Completed, so its measured time makes it into the record.
+    w.set("llama-2", blocks_loaded=B)
+    w.tick(at(39))
+    assert w.only().status.progress == "2/2" and w.only().status.phase == PlanPhase.RUNNING
     # The last one completes: Completed, Succeeded=True, served; the deployment is up to date.
-    w.set("llama-2", phase="ready", blocks_loaded=B)
+    w.set("llama-2", phase="ready", blocks_loaded=B, transfer_s=8.5)
     d = w.tick(at(40))
     done = w.plans[plan.name].status
     assert done.phase == PlanPhase.COMPLETED and done.completion_time == at(40)
-    assert done.targets[1].first_complete_time == at(40) and done.bytes_moved == 2 * B << 20
+    assert done.targets[1].first_complete_time == at(39) and done.bytes_moved == 2 * B << 20
+    assert done.targets[1].transfer_seconds == 8.5
     assert [(x.type, x.status, x.reason) for x in done.conditions][-1] == (
         "Succeeded",
         "True",

@@ -127,6 +127,11 @@ def test_measured_completion_is_the_slowest_targets_own_clock() -> None:
     b = w("b", phase="ready", model_digest="m1", blocks_loaded=10, blocks_total=10, transfer_s=3.0)
     done = aggregate(SPEC, status, {"a": a, "b": b}, T0)
     assert done.measured_completion_seconds == 3.0
+    # A hop that held every block while still forwarding: complete first, measured later.
+    forwarding = w("a", phase="transferring", model_digest="m1", blocks_loaded=10, blocks_total=10)
+    early = aggregate(SPEC, ScalePlanStatus(), {"a": forwarding, "b": b}, T0)
+    assert early.targets[0].complete and early.measured_completion_seconds is None
+    assert aggregate(SPEC, early, {"a": a, "b": b}, T0).measured_completion_seconds == 3.0
 
 
 def progress(a: int, b: int, phase: PlanPhase = PlanPhase.RUNNING) -> ScalePlanStatus:

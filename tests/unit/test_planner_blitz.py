@@ -9,7 +9,7 @@ import pytest
 from cascade_api import constants as c
 from cascade_planner import PlanningError, PlanningReason, simulate, topology_from_nodes
 from cascade_planner.blitz import SourceOffer, greedy_chains, group_by_nvlink, prune_sources
-from cascade_planner.topology import BYTES_PER_MBIT, Topology
+from cascade_planner.topology import BYTES_PER_MBIT, DEFAULT_GOODPUT, Topology
 
 
 def node(
@@ -64,7 +64,7 @@ def test_busy_sources_are_pruned_and_partial_load_reduces_the_offer() -> None:
     kept, pruned = prune_sources(["s1", "s2", "s3"], topo, {}, {"s1": 1.0, "s2": 0.25}, 0.5)
     assert pruned == ["s1"]
     assert [o.pod for o in kept] == ["s3", "s2"]  # idle first
-    assert kept[1].bandwidth == pytest.approx(0.75 * 100_000 * BYTES_PER_MBIT)
+    assert kept[1].bandwidth == pytest.approx(0.75 * 100_000 * BYTES_PER_MBIT * DEFAULT_GOODPUT)
     with pytest.raises(PlanningError) as err:
         prune_sources(["s1"], topo, {}, {"s1": 0.9}, 0.5)
     assert err.value.reason == PlanningReason.SOURCES_BUSY

@@ -9,7 +9,9 @@ import pytest
 
 from cascade_api import constants as c
 from cascade_planner import FabricParams, topology_from_nodes
-from cascade_planner.topology import BYTES_PER_MBIT, DEFAULT_NIC_MBIT
+from cascade_planner.topology import BYTES_PER_MBIT, DEFAULT_GOODPUT, DEFAULT_NIC_MBIT
+
+NET = BYTES_PER_MBIT * DEFAULT_GOODPUT  # payload bytes/s per Mbit/s of line rate
 
 
 def node(name: str, **labels: str) -> dict[str, Any]:
@@ -40,8 +42,8 @@ def test_labels_are_read() -> None:
         "clique:q1",
         "H100",
     )
-    assert info.nic_in == 200_000 * BYTES_PER_MBIT
-    assert info.nic_out == 100_000 * BYTES_PER_MBIT
+    assert info.nic_in == 200_000 * NET
+    assert info.nic_out == 100_000 * NET
 
 
 def test_unlabelled_nodes_get_the_documented_defaults() -> None:
@@ -50,7 +52,7 @@ def test_unlabelled_nodes_get_the_documented_defaults() -> None:
     assert a.leaf_key == b.leaf_key  # one zone, one leaf
     assert a.domain == "node:a" and b.domain == "node:b"  # NVLink domain: the node alone
     assert a.gpu_product is None
-    assert a.nic_in == a.nic_out == DEFAULT_NIC_MBIT * BYTES_PER_MBIT
+    assert a.nic_in == a.nic_out == DEFAULT_NIC_MBIT * NET
     unknown = topo.info("never-seen")  # a pod's node the operator did not list
     assert unknown.leaf_key == a.leaf_key and unknown.nic_in == a.nic_in
 
@@ -59,7 +61,7 @@ def test_bad_nic_label_falls_back_and_warns() -> None:
     topo = topology_from_nodes(
         [node("a", **{c.LABEL_NIC_IN_MBIT: "fast", c.LABEL_NIC_OUT_MBIT: "-3"})]
     )
-    assert topo.info("a").nic_in == DEFAULT_NIC_MBIT * BYTES_PER_MBIT
+    assert topo.info("a").nic_in == DEFAULT_NIC_MBIT * NET
     assert len(topo.warnings) == 2 and "fast" in topo.warnings[0]
 
 
@@ -94,12 +96,12 @@ def test_spine_default_is_the_leafs_nic_sum_and_can_be_set() -> None:
     topo = topology_from_nodes(nodes)
     up = (("leaf", ("z1", "L1")), ("zone", "z1"))
     down = (("zone", "z1"), ("leaf", ("z1", "L1")))
-    assert topo.capacity(up) == pytest.approx(4 * 50_000 * BYTES_PER_MBIT)  # NIC-out sum
-    assert topo.capacity(down) == pytest.approx(4 * 100_000 * BYTES_PER_MBIT)  # NIC-in sum
+    assert topo.capacity(up) == pytest.approx(4 * 50_000 * NET)  # NIC-out sum
+    assert topo.capacity(down) == pytest.approx(4 * 100_000 * NET)  # NIC-in sum
     half = topology_from_nodes(nodes, FabricParams(oversubscription=2))
-    assert half.capacity(up) == pytest.approx(2 * 50_000 * BYTES_PER_MBIT)
+    assert half.capacity(up) == pytest.approx(2 * 50_000 * NET)
     fixed = topology_from_nodes(nodes, FabricParams(spine_mbit=10_000))
-    assert fixed.capacity(up) == fixed.capacity(down) == 10_000 * BYTES_PER_MBIT
+    assert fixed.capacity(up) == fixed.capacity(down) == 10_000 * NET
 
 
 def test_zone_uplinks_only_when_set() -> None:
@@ -107,4 +109,4 @@ def test_zone_uplinks_only_when_set() -> None:
     topo = topology_from_nodes(nodes, FabricParams(zone_mbit=5_000))
     links = topo.path("a", "b")
     assert len(links) == 6 and (("zone", "z1"), ("core", "")) in links
-    assert topo.capacity((("zone", "z1"), ("core", ""))) == 5_000 * BYTES_PER_MBIT
+    assert topo.capacity((("zone", "z1"), ("core", ""))) == 5_000 * NET

@@ -82,12 +82,14 @@ def read_extras(model_dir: Path) -> dict[str, str]:
 
 
 def pack_model(model_dir: Path, blocks: int) -> PackedModel:
-    """Cut the checkpoint in `model_dir` into `blocks` packed, checksummed buffers."""
+    """Cut the checkpoint in `model_dir` into `blocks` packed, checksummed buffers
+    (at most one per decoder layer: a deployment's multicast.blocks applies to models of
+    every depth, so a shallower model gets fewer, whole-layer blocks)."""
     config = read_config(model_dir)
     num_layers = int(config["num_hidden_layers"])
     arch = str((config.get("architectures") or [config.get("model_type", "unknown")])[0])
     stored = open_model(model_dir)
-    ranges = partition_layers(num_layers, blocks)
+    ranges = partition_layers(num_layers, min(blocks, num_layers))
     block_manifests: list[BlockManifest] = []
     buffers: list[np.ndarray] = []
     for index, (names, (start, end)) in enumerate(

@@ -1,0 +1,231 @@
+"""`cascade bench scaleup`: one scale-up on a live cluster, predicted vs measured.
+
+A ModelDeployment of the given checkpoint runs `--from` instances; the bench scales it
+to `--to` (the scale subresource, as `kubectl scale` does) and waits until the
+operator's ScalePlan is Completed and every pod is Ready. The plan's spec holds the
+planner's flow-model predictions (per target and overall); its status holds what the
+workers measured on their own clocks from the transfer's common start. The report
+compares the two per target, plus the wall times a user sees (scale to plan, plan to
+Completed, scale to all Ready). `timings` and `table` are pure; `run` does the I/O.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cascade_api import constants as c
+from cascade_api.scaleplan import ScalePlanSpec, ScalePlanStatus
+from cascade_bench.table import format_rows
+
+Body = dict[str, Any]
+TOLERANCE = 0.15  # issue 5: measured completion within 15% of predicted
+
+
+@dataclass(frozen=True)
+class ScaleupConfig:
+    model_path: Path
+    start: int = 1
+    end: int = 6
+    strategy: str = "auto"
+    blocks: int = 16
+    namespace: str | None = None  # default: a fresh cascade-bench-XXXXXX
+    run_operator: bool = False  # start a cascade-operator for the namespace here
+    timeout_s: float = 600.0
+
+
+def timings(plan: Body) -> dict[str, Any]:
+    """The comparison for one ScalePlan body (as the API server returns it)."""
+    spec = ScalePlanSpec.model_validate(plan["spec"])
+    status = ScalePlanStatus.model_validate(plan.get("status") or {})
+    predicted = {p.pod: p for p in spec.predictions}
+    measured = {t.pod: t.transfer_seconds for t in status.targets}
+    rows = []
+    for pod in spec.targets:
+        pred = predicted.get(pod)
+        rows.append(
+            {
+                "pod": pod,
+                "predicted_s": pred.complete_seconds if pred else None,
+                "measured_s": measured.get(pod),
+                "ratio": _ratio(measured.get(pod), pred.complete_seconds if pred else None),
+                "nvlink": bool(pred and pred.nvlink),
+            }
+        )
+    overall = _ratio(status.measured_completion_seconds, spec.predicted_completion_seconds)
+    elapsed = None
+    if status.start_time and status.completion_time:
+        elapsed = (status.completion_time - status.start_time).total_seconds()
+    return {
+        "plan": plan["metadata"]["name"],
+        "strategy": spec.strategy,
+        "sources": [s.pod for s in spec.sources],
+        "targets": len(spec.targets),
+        "phase": status.phase,
+        "model_bytes": sum(b.bytes for b in spec.blocks),
+        "blocks": len(spec.blocks),
+        "bytes_moved": status.bytes_moved,
+        "predicted_s": spec.predicted_completion_seconds,
+        "measured_s": status.measured_completion_seconds,
+        "ratio": overall,
+        "within_tolerance": overall is not None and abs(overall - 1.0) <= TOLERANCE,
+        "dispatch_to_completed_s": elapsed,
+        "per_target": rows,
+    }
+
+
+def _ratio(measured: float | None, predicted: float | None) -> float | None:
+    if measured is None or not predicted:
+        return None
+    return round(measured / predicted, 4)
+
+
+def table(doc: Body) -> str:
+    lines = []
+    for plan in doc["plans"]:
+        rows = [["target", "predicted s", "measured s", "measured/predicted"]]
+        for t in plan["per_target"]:
+            rows.append([t["pod"], _num(t["predicted_s"]), _num(t["measured_s"]), _num(t["ratio"])])
+        rows.append(
+            ["plan (slowest)", _num(plan["predicted_s"]), _num(plan["measured_s"]),
+             _num(plan["ratio"])]
+        )  # fmt: skip
+        mib = plan["model_bytes"] / 2**20
+        lines += [
+            f"{plan['plan']}: {plan['strategy']} from {', '.join(plan['sources'])} to "
+            f"{plan['targets']} targets, {plan['blocks']} blocks of a {mib:.1f} MiB model, "
+            f"{plan['phase']}",
+            format_rows(rows),
+            f"within {TOLERANCE:.0%}: {'yes' if plan['within_tolerance'] else 'no'}; "
+            "dispatch to Completed (API timestamps, 1 s resolution) "
+            f"{_num(plan['dispatch_to_completed_s'])} s",
+            "",
+        ]
+    w = doc["wall"]
+    lines.append(
+        f"scale {doc['from']} -> {doc['to']}: plan after {_num(w['plan_s'])} s, "
+        f"Completed after {_num(w['completed_s'])} s, all Ready after {_num(w['ready_s'])} s"
+    )
+    return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+# ---- I/O ------------------------------------------------------------------------------
+
+
+def run(cfg: ScaleupConfig, say: Callable[[str], None] = print) -> dict[str, Any]:
+    from kubernetes import client, config
+
+    if not 1 <= cfg.start < cfg.end:
+        raise ValueError(f"need 1 <= --from < --to, got {cfg.start} -> {cfg.end}")
+    if not (cfg.model_path / "config.json").is_file():
+        raise ValueError(f"--model-path {cfg.model_path}: no checkpoint (config.json) there")
+    config.load_kube_config()
+    core, custom = client.CoreV1Api(), client.CustomObjectsApi()
+    ns = cfg.namespace or f"cascade-bench-{uuid.uuid4().hex[:6]}"
+    name = "bench"
+    if cfg.namespace is None:
+        core.create_namespace({"metadata": {"name": ns}})
+    try:
+        with _operator(ns, cfg.run_operator):
+            return _scaleup(cfg, core, custom, ns, name, say)
+    finally:
+        if cfg.namespace is None:
+            core.delete_namespace(ns)
+
+
+def _scaleup(cfg: ScaleupConfig, core: Any, custom: Any, ns: str, name: str, say: Any) -> Body:
+    md = {
+        "apiVersion": c.API_VERSION,
+        "kind": c.MD_KIND,
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "model": {"uri": f"file://{cfg.model_path}"},
+            "replicas": cfg.start,
+            "multicast": {"strategy": cfg.strategy, "blocks": cfg.blocks},
+        },
+    }
+    custom.create_namespaced_custom_object(c.GROUP, c.VERSION, ns, c.MD_PLURAL, md)
+    selector = f"{c.LABEL_DEPLOYMENT}={name}"
+
+    def ready() -> int:
+        pods = core.list_namespaced_pod(ns, label_selector=selector).items
+        return sum(
+            any(k.type == "Ready" and k.status == "True" for k in p.status.conditions or [])
+            for p in pods
+        )
+
+    def plans() -> list[Body]:
+        found = custom.list_namespaced_custom_object(
+            c.GROUP, c.VERSION, ns, c.SP_PLURAL, label_selector=selector
+        )
+        return list(found.get("items") or [])
+
+    say(f"{ns}/{name}: waiting for {cfg.start} instance(s) to load from storage")
+    _wait(lambda: ready() >= cfg.start, cfg.timeout_s, "first instances Ready")
+    begun = time.monotonic()
+    custom.patch_namespaced_custom_object_scale(
+        c.GROUP, c.VERSION, ns, c.MD_PLURAL, name, {"spec": {"replicas": cfg.end}}
+    )
+    say(f"scaled to {cfg.end}; waiting for the ScalePlan")
+    _wait(lambda: bool(plans()), cfg.timeout_s, "a ScalePlan")
+    plan_s = time.monotonic() - begun
+
+    def finished() -> bool:
+        phases = [(p.get("status") or {}).get("phase") for p in plans()]
+        return bool(phases) and all(ph in ("Completed", "Failed", "Cancelled") for ph in phases)
+
+    _wait(finished, cfg.timeout_s, "every ScalePlan finished")
+    completed_s = time.monotonic() - begun
+    _wait(lambda: ready() >= cfg.end, cfg.timeout_s, f"{cfg.end} pods Ready")
+    ready_s = time.monotonic() - begun
+    return {
+        "from": cfg.start,
+        "to": cfg.end,
+        "model_path": str(cfg.model_path),
+        "wall": {"plan_s": plan_s, "completed_s": completed_s, "ready_s": ready_s},
+        "plans": [timings(p) for p in plans()],
+    }
+
+
+def _wait(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(0.5)
+
+
+@contextmanager
+def _operator(ns: str, start: bool) -> Iterator[None]:
+    """A `cascade-operator` watching `ns` for the bench (when no installed one does)."""
+    if not start:
+        yield
+        return
+    exe = Path(sys.executable).with_name("cascade-operator")
+    log = Path(tempfile.gettempdir()) / f"{ns}-operator.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [str(exe), "--namespace", ns, "--liveness-port", "0"],
+            env=dict(os.environ),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    print(f"operator log: {log}", file=sys.stderr)
+    try:
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
