@@ -199,3 +199,9 @@ def _link_id(
         found = ids[link] = len(inv)
         inv.append(1.0 / capacity(link))
     return found
+
+
+def shown(seconds: float) -> float:
+    """Seconds as a plan carries them: 6 significant digits (the flow model is no more
+    precise than that, and kubectl's Predicted column stays readable)."""
+    return float(f"{seconds:.6g}")

@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from cascade_api.scaleplan import Block, ExecutionPipeline, Stage
+from cascade_planner.flow import shown
 
 Arrivals = Mapping[str, Sequence[float]]  # pod -> seconds until it holds block i
 
@@ -109,7 +110,7 @@ def form_pipelines(
         out.append(
             ExecutionPipeline(
                 stages=[_stage(p, blocks[a], blocks[z - 1]) for p, a, z in stages],
-                ready_seconds=ready,
+                ready_seconds=shown(ready),
             )
         )
     out.sort(key=lambda e: (e.ready_seconds or 0.0, e.stages[0].pod))

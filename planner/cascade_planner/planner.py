@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from cascade_api.scaleplan import Block, PlanStrategy, ScalePlanSpec, Source
 from cascade_planner.blitz import SourceOffer, greedy_chains, group_by_nvlink, prune_sources
 from cascade_planner.errors import PlanningError, PlanningReason
+from cascade_planner.flow import shown
 from cascade_planner.kway import kway_plan
 from cascade_planner.orders import circular_shift_orders
 from cascade_planner.predict import Prediction, predict
@@ -185,7 +186,7 @@ def _build(
         hop_latency_s=request.hop_latency_s,
         groups=groups,
     )
-    spec.predicted_completion_seconds = pred.completion
+    spec.predicted_completion_seconds = shown(pred.completion)
     spec.predictions = pred.targets
     spec.execution_pipelines = pred.pipelines
     return Candidate(spec, pred)

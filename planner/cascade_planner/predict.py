@@ -19,7 +19,7 @@ from cascade_api.scaleplan import (
     ScalePlanSpec,
     TargetPrediction,
 )
-from cascade_planner.flow import predict_chains, predict_steps
+from cascade_planner.flow import predict_chains, predict_steps, shown
 from cascade_planner.pipelines import form_pipelines
 from cascade_planner.topology import Link, Topology
 
@@ -106,7 +106,7 @@ def predict(
     targets = [
         TargetPrediction(
             pod=t,
-            complete_seconds=max(arrivals[t], default=0.0),
+            complete_seconds=shown(max(arrivals[t], default=0.0)),
             pipeline_seconds=joins.get(t),
             nvlink=t in nvlink,
         )

@@ -93,7 +93,7 @@ def test_planned_binomial_predicts_steps_times_block_over_b() -> None:
     spec = plan(request("binomial", 7, b, size), topo)
     steps = b + int(math.log2(8)) - 1
     assert len(spec.schedule) == steps
-    assert spec.predicted_completion_seconds == pytest.approx(steps * size / B)
+    assert spec.predicted_completion_seconds == pytest.approx(steps * size / B, rel=1e-5)
 
 
 def test_a_thin_spine_slows_chains_that_cross_it() -> None:
@@ -113,5 +113,5 @@ def test_a_thin_spine_slows_chains_that_cross_it() -> None:
     )
     slow = plan(req, thin).predicted_completion_seconds
     fast = plan(req, topology_from_nodes(raw)).predicted_completion_seconds
-    assert fast == pytest.approx(10**9 / B, rel=1e-6)
-    assert slow == pytest.approx(2 * 10**9 / B, rel=1e-6)  # two chains share the uplink
+    assert fast == pytest.approx(10**9 / B, rel=1e-5)  # plans carry 6 digits
+    assert slow == pytest.approx(2 * 10**9 / B, rel=1e-5)  # two chains share the uplink
