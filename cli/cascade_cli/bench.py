@@ -16,6 +16,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -96,6 +97,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     _add_scaleup(cmds)
 
 
+def _write_json(path: Path | None, doc: dict[str, Any]) -> None:
+    """Every bench's --json: the same document its table was printed from."""
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"\nwrote {path}", file=sys.stderr)
+
+
 def _add_plan(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pl = cmds.add_parser(
         "plan",
@@ -121,10 +131,7 @@ def _plan(args: argparse.Namespace) -> int:
         raise ValueError("--repeat must be >= 1")
     doc = run(args.nodes, args.targets, args.strategies, args.repeat)
     print(table(doc))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
-        print(f"\nwrote {args.json}", file=sys.stderr)
+    _write_json(args.json, doc)
     return 0
 
 
@@ -164,10 +171,7 @@ def _scaleup(args: argparse.Namespace) -> int:
     )
     doc = run(cfg, say=lambda line: print(line, file=sys.stderr))
     print(table(doc))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
-        print(f"\nwrote {args.json}", file=sys.stderr)
+    _write_json(args.json, doc)
     return 0
 
 
@@ -250,10 +254,7 @@ def _multicast(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
     doc, summaries = run_suite(params)
     print(report(doc, summaries))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
-        print(f"\nwrote {args.json}", file=sys.stderr)
+    _write_json(args.json, doc)
     return 0
 
 
@@ -305,8 +306,5 @@ def _replay(args: argparse.Namespace) -> int:
     else:
         doc = run_sync(cfg)
         print(report(doc))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
-        print(f"\nwrote {args.json}", file=sys.stderr)
+    _write_json(args.json, doc)
     return 130 if doc.get("interrupted") else 0

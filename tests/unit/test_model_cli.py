@@ -53,4 +53,5 @@ def test_init_and_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["model", "inspect", str(out), "--blocks", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [b["layer_end"] for b in doc["blocks"]] == [2, 3]
-    assert main(["model", "inspect", str(out), "--blocks", "4"]) == 1  # more blocks than layers
+    assert main(["model", "inspect", str(out), "--blocks", "4"]) == 0  # at most one per layer
+    assert "block 2: layers [2, 3)" in (text := capsys.readouterr().out) and "block 3" not in text
