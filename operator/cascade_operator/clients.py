@@ -7,6 +7,7 @@ repeated at any time (operator restarts, overlapping watch events).
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from typing import Any
@@ -32,6 +33,14 @@ def load_config() -> None:
 
 def _missing(err: ApiException) -> bool:
     return bool(err.status == 404)
+
+
+def api_message(err: ApiException) -> str:
+    """The API server's reason for refusing (its Status body's `message`), for logs."""
+    try:
+        return str(json.loads(err.body or "{}").get("message") or err.reason)
+    except ValueError:
+        return f"{err.status} {err.reason}"
 
 
 class Cluster:

@@ -16,7 +16,6 @@ controller, after reconcile built its own status.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from cascade_api.modeldeployment import ModelDeploymentSpec, ModelDeploymentStatus
 from cascade_api.scaleplan import Block
 from cascade_operator.builders import START_ANNOTATION, START_AWAIT
-from cascade_operator.clients import Body, Cluster
+from cascade_operator.clients import Body, Cluster, api_message
 from cascade_operator.lifecycle import in_motion, storage_start_pending
 from cascade_operator.plan_objects import PlanView, plan_selector
 from cascade_operator.plan_status import PlanPolicy
@@ -145,7 +144,7 @@ class PlanDriver:
                     log.info("%s/%s: ScalePlan exists already", ns, name)
             except ApiException as err:
                 undelivered.add(name)
-                log.error("%s/%s: creating the ScalePlan failed: %s", ns, name, _reason(err))
+                log.error("%s/%s: creating the ScalePlan failed: %s", ns, name, api_message(err))
         for order in d.transfers:
             if order.plan in undelivered:
                 continue
@@ -165,7 +164,7 @@ class PlanDriver:
             try:
                 self.cluster.patch_scaleplan_status(ns, patch.plan, patch.status)
             except ApiException as err:
-                log.error("%s/%s: status write failed: %s", ns, patch.plan, _reason(err))
+                log.error("%s/%s: status write failed: %s", ns, patch.plan, api_message(err))
                 continue
             self._last_patch[(ns, patch.plan)] = now
         d.serve = [o for o in d.serve if awaiting.get(o.pod) not in (None, *self._served)]
@@ -188,11 +187,3 @@ class PlanDriver:
             if not (e.reason == "ScalePlanDispatched" and e.message.split(":")[0] in undelivered)
         ]
         return Outcome(d, [*events, *told], moving)
-
-
-def _reason(err: ApiException) -> str:
-    """The API server's message (the body's `message`), else the status line."""
-    try:
-        return str(json.loads(err.body or "{}").get("message") or err.reason)
-    except ValueError:
-        return f"{err.status} {err.reason}"
