@@ -89,18 +89,18 @@ def _ratio(measured: float | None, predicted: float | None) -> float | None:
     return round(measured / predicted, 4)
 
 
-def table(doc: Body) -> str:
-    lines = []
-    for plan in doc["plans"]:
-        rows = [["target", "predicted s", "measured s", "measured/predicted"]]
-        for t in plan["per_target"]:
-            rows.append([t["pod"], _num(t["predicted_s"]), _num(t["measured_s"]), _num(t["ratio"])])
-        rows.append(
-            ["plan (slowest)", _num(plan["predicted_s"]), _num(plan["measured_s"]),
-             _num(plan["ratio"])]
-        )  # fmt: skip
-        mib = plan["model_bytes"] / 2**20
-        lines += [
+def plan_table(plan: Body) -> str:
+    """One plan's `timings`: a line about the plan, then predicted vs measured per target."""
+    rows = [["target", "predicted s", "measured s", "measured/predicted"]]
+    for t in plan["per_target"]:
+        rows.append([t["pod"], _num(t["predicted_s"]), _num(t["measured_s"]), _num(t["ratio"])])
+    rows.append(
+        ["plan (slowest)", _num(plan["predicted_s"]), _num(plan["measured_s"]),
+         _num(plan["ratio"])]
+    )  # fmt: skip
+    mib = plan["model_bytes"] / 2**20
+    return "\n".join(
+        [
             f"{plan['plan']}: {plan['strategy']} from {', '.join(plan['sources'])} to "
             f"{plan['targets']} targets, {plan['blocks']} blocks of a {mib:.1f} MiB model, "
             f"{plan['phase']}",
@@ -108,14 +108,17 @@ def table(doc: Body) -> str:
             f"within {TOLERANCE:.0%}: {'yes' if plan['within_tolerance'] else 'no'}; "
             "dispatch to Completed (API timestamps, 1 s resolution) "
             f"{_num(plan['dispatch_to_completed_s'])} s",
-            "",
         ]
+    )
+
+
+def table(doc: Body) -> str:
     w = doc["wall"]
-    lines.append(
+    wall = (
         f"scale {doc['from']} -> {doc['to']}: plan after {_num(w['plan_s'])} s, "
         f"Completed after {_num(w['completed_s'])} s, all Ready after {_num(w['ready_s'])} s"
     )
-    return "\n".join(lines)
+    return "\n\n".join([*(plan_table(p) for p in doc["plans"]), wall])
 
 
 def _num(value: float | None) -> str:

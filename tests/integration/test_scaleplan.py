@@ -27,7 +27,7 @@ import pytest
 from integration_helpers import BIN, ROOT, Namespace, generated, http
 
 from cascade_api.constants import WORKER_PORT
-from cascade_bench.scaleup import table, timings
+from cascade_bench.scaleup import plan_table, timings
 from cascade_dev.testing import DevCluster, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -114,8 +114,7 @@ def serve_mode(pod: dict[str, Any]) -> str:
 def report(plan: dict[str, Any]) -> None:
     """Predicted vs measured per target (the workers' clocks); `cascade bench scaleup`
     makes the same comparison on a model big enough for the links to dominate."""
-    doc = {"from": 1, "to": 6, "wall": {"plan_s": None, "completed_s": None, "ready_s": None}}
-    print(table({**doc, "plans": [timings(plan)]}))
+    print(plan_table(timings(plan)))
 
 
 def start_one(ns: Namespace) -> list[int]:
