@@ -104,16 +104,15 @@ def node_info(
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     warn = warnings if warnings is not None else []
     clique = labels.get(c.LABEL_NVLINK_CLIQUE)
+    nic = params.default_nic_mbit
     return NodeInfo(
         name=name,
         zone=labels.get(c.LABEL_ZONE, DEFAULT_ZONE),
         leaf=labels.get(c.LABEL_LEAF, DEFAULT_LEAF),
         domain=f"clique:{clique}" if clique else f"node:{name}",
         gpu_product=labels.get(c.LABEL_GPU_PRODUCT),
-        nic_in=_mbit(labels, c.LABEL_NIC_IN_MBIT, params.default_nic_mbit, warn, name)
-        * params.per_mbit,
-        nic_out=_mbit(labels, c.LABEL_NIC_OUT_MBIT, params.default_nic_mbit, warn, name)
-        * params.per_mbit,
+        nic_in=_mbit(labels, c.LABEL_NIC_IN_MBIT, nic, warn, name) * params.per_mbit,
+        nic_out=_mbit(labels, c.LABEL_NIC_OUT_MBIT, nic, warn, name) * params.per_mbit,
     )
 
 
