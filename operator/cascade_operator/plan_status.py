@@ -69,7 +69,7 @@ def aggregate(
     before = {t.pod: t for t in prev.targets}
     targets = [_target(spec, before.get(pod), workers.get(pod), now) for pod in spec.targets]
     done = sum(t.complete for t in targets)
-    measured = [t.transfer_seconds for t in targets]
+    measured = [t.transfer_seconds for t in targets if t.transfer_seconds is not None]
     return prev.model_copy(
         update={
             "target_count": len(spec.targets),
@@ -77,9 +77,7 @@ def aggregate(
             "targets": targets,
             "bytes_moved": sum(t.bytes_received for t in targets),
             "measured_completion_seconds": (
-                max(m for m in measured if m is not None)
-                if targets and None not in measured
-                else None
+                max(measured) if targets and len(measured) == len(targets) else None
             ),
         }
     )
@@ -89,7 +87,7 @@ def _target(
     spec: ScalePlanSpec, prev: TargetProgress | None, w: WorkerView | None, now: datetime
 ) -> TargetProgress:
     prev = prev or TargetProgress(pod=w.name if w else "")
-    if prev.complete and prev.transfer_seconds is None and w is not None and w.transfer_s:
+    if prev.complete and prev.transfer_seconds is None and w and w.transfer_s is not None:
         # It held every block while still forwarding (a chain hop, an NVLink leader):
         # its worker reports the measurement when its transfer ends.
         return prev.model_copy(update={"transfer_seconds": w.transfer_s})
