@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from cascade_dev.nodeagent.containers import Run
-from cascade_dev.nodeagent.podstart import HostEnv, StartError, prepare
+from cascade_dev.nodeagent.context import HostEnv
+from cascade_dev.nodeagent.podstart import StartError, prepare
 
 SA = "/var/run/secrets/kubernetes.io/serviceaccount"
 POD: dict[str, Any] = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}, "spec": {}}

@@ -16,8 +16,8 @@ from typing import Any, cast
 import pytest
 
 from cascade_dev.fabric import PodNet
-from cascade_dev.nodeagent.pods import AgentContext, PodWorker
-from cascade_dev.nodeagent.podstart import HostEnv
+from cascade_dev.nodeagent.context import AgentContext, HostEnv
+from cascade_dev.nodeagent.pods import PodWorker
 from cascade_dev.nodeagent.procwatch import ExitWatcher
 from cascade_dev.nodeagent.workqueue import WorkQueue
 

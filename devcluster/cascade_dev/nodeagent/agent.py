@@ -19,14 +19,14 @@ from typing import Any
 
 from cascade_dev.fabric import Fabric
 
+from .context import AgentContext, HostEnv
 from .env import API_PORT
 from .events import EventRecorder
 from .heartbeat import Heartbeat
 from .kube import Kube
 from .logserver import LogServer
 from .nodes import NodeSpec, load_nodes
-from .pods import RETRY_S, AgentContext, PodWorker
-from .podstart import HostEnv
+from .pods import RETRY_S, PodWorker
 from .procwatch import ExitWatcher
 from .watcher import PodWatcher
 from .workqueue import WorkQueue

@@ -7,6 +7,10 @@ sleeps. Each call drains process/probe notifications, makes sure the sandbox exi
 completion, then the app containers, restarts with back-off) and patches the status if
 it moved. Deleted or vanished pods go to `teardown`. A worker created where a previous
 agent left checkpoints re-adopts the live processes instead of starting them again.
+
+The worker only sequences: what it advances is a `PodState` (`podstate`), and the steps
+(`sandbox`, `podstart`, `teardown`) take that state, never the worker, so dependencies
+run one way: pods -> steps -> podstate -> context.
 """
 
 from __future__ import annotations
@@ -14,104 +18,32 @@ from __future__ import annotations
 import functools
 import logging
 import signal
-import threading
 import time
-from dataclasses import dataclass
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from cascade_dev.fabric import Fabric, PodNet
-
-from . import lifecycle, runner
+from . import runner
 from .containers import Run
-from .events import EventRecorder
-from .kube import TRANSIENT, Kube
-from .podstart import HostEnv, start_container
+from .context import AgentContext
+from .kube import TRANSIENT
+from .podstart import start_container
+from .podstate import RECORD, TERMINAL, PodState
 from .podstatus import CONTAINER_CREATING, POD_INITIALIZING, changed, compute_status
-from .procwatch import ExitWatcher
 from .runner import read_record
 from .sandbox import ensure_sandbox
 from .teardown import terminate
 from .timeutil import now, parse_time
-from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
 RETRY_S = 5.0
-RECORD = ".run.json"
-TERMINAL = ("Succeeded", "Failed")
 
 
-@dataclass
-class AgentContext:
-    """What every pod worker shares."""
+class PodWorker(PodState):
+    """Advances one pod by sequencing the steps over its `PodState`."""
 
-    kube: Kube
-    fabric: Fabric
-    events: EventRecorder
-    exits: ExitWatcher
-    queue: WorkQueue
-    pods_dir: Path
-    logs_dir: Path
-    host: HostEnv
-
-
-class PodWorker:
     def __init__(self, uid: str, node: str, ctx: AgentContext, pod: dict[str, Any] | None) -> None:
-        self.uid, self.node, self.ctx = uid, node, ctx
-        self.pod: dict[str, Any] = pod or {}
-        self.dir = ctx.pods_dir / uid
-        self.net: PodNet | None = None
-        self.pod_ip: str | None = None
-        self.volumes: dict[str, Path] | None = None
-        self.runs: dict[str, Run] = {}
-        status = self.pod.get("status") or {}
-        self.start_time = parse_time(status.get("startTime")) or now()
-        self.last_status: dict[str, Any] | None = None
-        self.terminal = status.get("phase") in TERMINAL
-        self.term_deadline: float | None = None
-        self.finished = False
-        self.mount_msg = ""  # last FailedMount message, to report each problem once
-        self._lock = threading.Lock()
-        self._exits: list[tuple[str, int, int | None]] = []
-        self._fatal: list[tuple[str, str]] = []
+        super().__init__(uid, node, ctx, pod)
         self._load_runs()
-
-    # -- helpers used by podstart/teardown and other threads ------------------------------
-
-    def on_exit(self, name: str, pid: int, code: int | None) -> None:
-        """Process-exit callback (exit-watcher thread)."""
-        with self._lock:
-            self._exits.append((name, pid, code))
-        self.ctx.queue.add(self.uid)
-
-    def on_fatal(self, name: str, kind: str, message: str) -> None:
-        """Liveness/startup probe gave up (probe thread)."""
-        with self._lock:
-            self._fatal.append((name, kind))
-        self.ctx.queue.add(self.uid)
-
-    def event(
-        self, reason: str, message: str, run: Run | None = None, warning: bool = False
-    ) -> None:
-        if self.pod:
-            path = run.field_path if run else None
-            self.ctx.events.emit(
-                self.pod, self.node, reason, message, warning=warning, field_path=path
-            )
-
-    def record_path(self, run: Run) -> Path:
-        return self.dir / f"{run.name}{RECORD}"
-
-    def host_ip(self) -> str:
-        return str(self.ctx.fabric.node_ip(self.node)) if self.node else ""
-
-    def detach(self) -> None:
-        try:
-            self.ctx.fabric.detach_pod(self.uid)
-        except Exception:
-            log.exception("pod %s: fabric detach failed", self.uid)
 
     # -- adoption -------------------------------------------------------------------------
 
@@ -162,43 +94,6 @@ class PodWorker:
             wakes.append(RETRY_S)
         wakes += self._report()
         return min(wakes) if wakes else None
-
-    def drain(self) -> None:
-        """Apply the exits and probe verdicts other threads reported."""
-        with self._lock:
-            exits, self._exits = self._exits, []
-            fatal, self._fatal = self._fatal, []
-        for name, pid, code in exits:
-            run = self.runs.get(name)
-            if run is not None and run.proc is not None and run.proc.pid == pid:
-                self._exited(run, code, now())
-        for name, kind in fatal:
-            run = self.runs.get(name)
-            if (
-                run is None
-                or run.proc is None
-                or run.kill_deadline is not None
-                or self.term_deadline
-            ):
-                continue
-            self.event("Killing", f"Container {name} failed {kind} probe, will be restarted", run)
-            run.proc.signal(signal.SIGTERM)
-            grace = lifecycle.grace_period({"spec": self.pod.get("spec") or {}})
-            run.kill_deadline = time.monotonic() + grace
-
-    def _exited(self, run: Run, code: int | None, finished: datetime, event: bool = True) -> None:
-        stopping = self.terminal or self.term_deadline is not None
-        m = self.pod.get("metadata") or {}
-        delay = run.exited(
-            code,
-            finished,
-            policy=None if stopping else lifecycle.restart_policy(self.pod),
-            mono=time.monotonic(),
-            pod_label=f"{m.get('name')}_{m.get('namespace')}({self.uid})",
-            record=self.record_path(run),
-        )
-        if delay is not None and event:
-            self.event("BackOff", "Back-off restarting failed container", run, warning=True)
 
     def _kills(self) -> list[float]:
         """SIGKILL containers whose liveness-restart grace period ran out."""

@@ -18,19 +18,18 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import images, runner
 from .containers import Run
+from .context import HostEnv
 from .env import EnvError, ObjectGetter, base_env, container_env, expand_argv
 from .kube import TRANSIENT
+from .podstate import PodState
 from .probes import ContainerProbes
 from .runner import Mount, build_argv
 from .timeutil import now
 from .volumes import SA_MOUNT_PATH, VolumeError, mounts_for, sa_kubeconfig
-
-if TYPE_CHECKING:
-    from .pods import PodWorker
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +44,6 @@ class StartError(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
-
-
-@dataclass(frozen=True)
-class HostEnv:
-    """What the host contributes to every container."""
-
-    bin_dir: str
-    path: str
-    home: str
-    can_mount: bool
-    api_server: str  # https://host:6443 as pods reach it
 
 
 @dataclass(frozen=True)
@@ -141,7 +129,7 @@ def prepare(
     return Prepared(argv, env, resolved.image_id, resolved.argv)
 
 
-def start_container(w: PodWorker, run: Run) -> list[float]:
+def start_container(w: PodState, run: Run) -> list[float]:
     """Start `run` unless it is backing off; returns when to look again, if needed."""
     t = time.monotonic()
     if run.retry_at is not None and t < run.retry_at:
@@ -195,7 +183,7 @@ def start_container(w: PodWorker, run: Run) -> list[float]:
     return []
 
 
-def _not_started(w: PodWorker, run: Run, reason: str, message: str, retry: float) -> list[float]:
+def _not_started(w: PodState, run: Run, reason: str, message: str, retry: float) -> list[float]:
     run.waiting_reason, run.waiting_message = reason, message
     run.retry_at = time.monotonic() + retry
     if run.last_event != message:
@@ -204,7 +192,7 @@ def _not_started(w: PodWorker, run: Run, reason: str, message: str, retry: float
     return [retry]
 
 
-def start_probes(w: PodWorker, run: Run) -> None:
+def start_probes(w: PodState, run: Run) -> None:
     spec = run.spec
     probed = any(spec.get(k) for k in ("livenessProbe", "readinessProbe", "startupProbe"))
     if run.init or not probed or run.probes is not None:

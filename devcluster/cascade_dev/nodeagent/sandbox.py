@@ -10,21 +10,18 @@ event (FailedCreatePodSandBox, FailedMount), and the worker retries.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from cascade_dev.fabric import PodNet
 
 from .kube import TRANSIENT
 from .podstart import start_probes
+from .podstate import PodState
 from .volumes import VolumeError, materialize
-
-if TYPE_CHECKING:
-    from .pods import PodWorker
 
 log = logging.getLogger(__name__)
 
 
-def ensure_sandbox(w: PodWorker) -> bool:
+def ensure_sandbox(w: PodState) -> bool:
     """The pod's address and volumes exist (True), or why not is reported (False)."""
     if w.net is None and (w.pod.get("spec") or {}).get("hostNetwork"):
         w.net = PodNet(ip=w.host_ip(), netns=None)  # the node's address, host netns

@@ -14,20 +14,17 @@ import logging
 import shutil
 import signal
 import time
-from typing import TYPE_CHECKING
 
 from . import lifecycle
 from .kube import TRANSIENT
-
-if TYPE_CHECKING:
-    from .pods import PodWorker
+from .podstate import PodState
 
 log = logging.getLogger(__name__)
 
 RETRY_S = 5.0
 
 
-def terminate(w: PodWorker, exists: bool) -> float | None:
+def terminate(w: PodState, exists: bool) -> float | None:
     """One step of tearing the pod down; seconds until the next step, None when done."""
     t = time.monotonic()
     if w.term_deadline is None:
@@ -60,7 +57,7 @@ def terminate(w: PodWorker, exists: bool) -> float | None:
     return None
 
 
-def archive(w: PodWorker) -> None:
+def archive(w: PodState) -> None:
     m = w.pod.get("metadata") or {}
     label = f"{m.get('namespace', 'orphan')}_{m.get('name', 'pod')}_{w.uid[:8]}"
     logs = list(w.dir.glob("*.log"))

@@ -1,0 +1,44 @@
+"""What the node agent shares with every pod worker, and what the host gives each container.
+
+The agent builds one `AgentContext` at start-up and hands it to every pod worker; the
+steps that advance a pod (sandbox, container start, teardown) reach the API, the fabric
+and the host through it. It lives below all of them, so each step can name these types
+without importing the worker that runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cascade_dev.fabric import Fabric
+
+from .events import EventRecorder
+from .kube import Kube
+from .procwatch import ExitWatcher
+from .workqueue import WorkQueue
+
+
+@dataclass(frozen=True)
+class HostEnv:
+    """What the host contributes to every container."""
+
+    bin_dir: str
+    path: str
+    home: str
+    can_mount: bool
+    api_server: str  # https://host:6443 as pods reach it
+
+
+@dataclass
+class AgentContext:
+    """What every pod worker shares."""
+
+    kube: Kube
+    fabric: Fabric
+    events: EventRecorder
+    exits: ExitWatcher
+    queue: WorkQueue
+    pods_dir: Path
+    logs_dir: Path
+    host: HostEnv
