@@ -83,7 +83,7 @@ def _crd(
 
 
 def model_deployment_crd() -> dict[str, Any]:
-    schema = _root(ModelDeploymentSpec, ModelDeploymentStatus, "A served, autoscaled model.")
+    schema = _root(ModelDeploymentSpec, ModelDeploymentStatus, "A served model and its instances.")
     schema["properties"]["spec"]["x-kubernetes-validations"] = cel_rules()
     available = '.status.conditions[?(@.type=="Available")].status'
     columns = [

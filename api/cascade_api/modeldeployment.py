@@ -67,7 +67,13 @@ class Resources(ApiModel):
 
 
 class InstanceShape(ApiModel):
-    gpus: int = Field(default=1, ge=0, le=16, description="GPUs per instance (nvidia.com/gpu).")
+    gpus: int = Field(
+        default=1,
+        ge=0,
+        le=16,
+        description="GPUs requested per instance (nvidia.com/gpu, plus one rdma/ib when > 0). "
+        "The engine does not use them yet: the operator passes it no device, so it runs on CPU.",
+    )
     resources: Resources = Field(
         default_factory=Resources, description="Extra CPU/memory requests and limits."
     )
@@ -119,10 +125,20 @@ class ScalingBehavior(ApiModel):
 
 
 class Scaling(ApiModel):
-    min_replicas: int = Field(default=1, ge=0, le=10_000, description="Lower bound on replicas.")
-    max_replicas: int = Field(default=16, ge=1, le=10_000, description="Upper bound on replicas.")
+    min_replicas: int = Field(
+        default=1,
+        ge=0,
+        le=10_000,
+        description="Lower bound on spec.replicas; Available needs this many instances ready "
+        "(at least 1, at most spec.replicas).",
+    )
+    max_replicas: int = Field(
+        default=16, ge=1, le=10_000, description="Upper bound on spec.replicas."
+    )
     behavior: ScalingBehavior = Field(
-        default_factory=ScalingBehavior, description="HPA-v2-style stabilization and policies."
+        default_factory=ScalingBehavior,
+        description="HPA-v2-style stabilization and policies. Accepted and validated; not yet "
+        "acted on: nothing scales automatically yet.",
     )
 
 
@@ -155,10 +171,23 @@ class MulticastStrategy(StrEnum):
 
 class Multicast(ApiModel):
     strategy: MulticastStrategy = Field(
-        default=MulticastStrategy.AUTO, description="auto picks the faster predicted plan."
+        default=MulticastStrategy.AUTO,
+        description="chain, binomial, or auto (the faster predicted plan).",
     )
-    blocks: int = Field(default=16, ge=1, le=4096, description="Blocks the model is cut into.")
-    k: int = Field(default=1, ge=1, le=64, description="Sources per binomial pipeline (k-way).")
+    blocks: int = Field(
+        default=16,
+        ge=1,
+        le=4096,
+        description="Blocks the model is cut into when loaded from storage (at most one per "
+        "layer).",
+    )
+    k: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Sources per binomial pipeline (k-way); used by strategy binomial only "
+        "(chain and auto use every usable source).",
+    )
 
 
 class Toggle(ApiModel):
@@ -166,23 +195,54 @@ class Toggle(ApiModel):
 
 
 class ModelDeploymentSpec(ApiModel):
-    model: ModelSource = Field(description="The model's weights.")
-    replicas: int = Field(default=1, ge=0, le=10_000, description="Desired instances.")
-    engine: EngineOptions = Field(default_factory=EngineOptions, description="Engine options.")
-    instance: InstanceShape = Field(
-        default_factory=InstanceShape, description="Shape of one instance."
+    model: ModelSource = Field(
+        description="The model's weights. A change does not replace running instances, and "
+        "new ones copy the weights running ones hold; scale to 0 and back to switch models."
     )
-    scaling: Scaling = Field(default_factory=Scaling, description="Replica bounds and behavior.")
-    slo: SloClasses = Field(default_factory=SloClasses, description="SLO targets per class.")
-    multicast: Multicast = Field(default_factory=Multicast, description="Weight streaming.")
+    replicas: int = Field(
+        default=1,
+        ge=0,
+        le=10_000,
+        description="Desired instances, within the scaling bounds; also set through /scale "
+        "(kubectl scale). The operator does not change it itself yet.",
+    )
+    engine: EngineOptions = Field(
+        default_factory=EngineOptions,
+        description="Engine options, read when an instance starts; running ones keep theirs.",
+    )
+    instance: InstanceShape = Field(
+        default_factory=InstanceShape,
+        description="Shape of one instance, applied to pods created after a change.",
+    )
+    scaling: Scaling = Field(
+        default_factory=Scaling,
+        description="Replica bounds (enforced on spec.replicas) and scaling behavior.",
+    )
+    slo: SloClasses = Field(
+        default_factory=SloClasses,
+        description="SLO targets per class. Accepted and validated; not yet acted on: the "
+        "gateway serves interactive before batch, but nothing reads these targets yet.",
+    )
+    multicast: Multicast = Field(
+        default_factory=Multicast, description="How ScalePlans stream weights to new instances."
+    )
     live_scaling: Toggle = Field(
-        default_factory=Toggle, description="Serve from partially loaded instances."
+        default_factory=Toggle,
+        description="Serve from partially loaded instances. Accepted; not yet acted on: a new "
+        "instance serves only once it holds every block.",
     )
     host_copies: int = Field(
-        default=1, ge=0, le=64, description="Host-memory copies of the weights kept cluster-wide."
+        default=1,
+        ge=0,
+        le=64,
+        description="Instances kept as holders of the whole model: preferred as ScalePlan "
+        "sources and removed last on scale-down. Not yet a separate host pool: copies are "
+        "worker pods, so none outlives scale to zero (the next instance reads storage).",
     )
     materialization: Toggle = Field(
-        default_factory=Toggle, description="Restore profiled start-up state at cold start."
+        default_factory=Toggle,
+        description="Restore profiled start-up state at cold start. Accepted; not yet acted "
+        "on: nothing is profiled or restored yet.",
     )
 
 

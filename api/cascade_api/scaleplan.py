@@ -32,12 +32,15 @@ class Block(ApiModel):
     layer_start: int = Field(ge=0, description="First layer in the block.")
     layer_end: int = Field(ge=0, description="One past the last layer in the block.")
     bytes: int = Field(ge=0, description="Packed size of the block.")
-    checksum: str = Field(min_length=1, description="Digest of the packed block (xxh3/blake3).")
+    checksum: str = Field(min_length=1, description="xxh3-128 digest of the packed block.")
 
 
 class Source(ApiModel):
     pod: str = Field(description="Pod that holds the whole model.")
-    tier: SourceTier = Field(description="gpu (a serving instance) or host (the host copy).")
+    tier: SourceTier = Field(
+        description="gpu (a serving instance) or host (a host copy or an idle holder); "
+        "a label only: both send the same way."
+    )
 
 
 class Chain(ApiModel):
@@ -73,7 +76,7 @@ class ExecutionPipeline(ApiModel):
         default=None,
         ge=0,
         description="Predicted seconds after the plan starts at which the stages' blocks "
-        "cover the model, so the pipeline can start serving.",
+        "cover the model, so the pipeline could start serving.",
     )
 
 
@@ -85,7 +88,7 @@ class TargetPrediction(ApiModel):
     pipeline_seconds: float | None = Field(
         default=None,
         ge=0,
-        description="Predicted seconds until it can serve as a stage of an execution "
+        description="Predicted seconds until it could serve as a stage of an execution "
         "pipeline (unset when it joins none).",
     )
     nvlink: bool = Field(
@@ -102,12 +105,21 @@ class ScalePlanSpec(ApiModel):
     strategy: PlanStrategy = Field(description="chain or binomial.")
     chains: list[Chain] = Field(default_factory=list, description="For strategy chain.")
     schedule: list[Step] = Field(default_factory=list, description="For strategy binomial.")
-    block_orders: list[BlockOrder] = Field(default_factory=list, description="Per source.")
+    block_orders: list[BlockOrder] = Field(
+        default_factory=list,
+        description="Per source, the block order of its binomial sub-group (for reading: "
+        "schedule already carries it).",
+    )
     execution_pipelines: list[ExecutionPipeline] = Field(
-        default_factory=list, description="Receivers that serve together while loading."
+        default_factory=list,
+        description="Receivers that could serve together while loading, as predicted. "
+        "Not yet acted on: no pipeline forms during a scale-up.",
     )
     predicted_completion_seconds: float | None = Field(
-        default=None, ge=0, description="Planner's flow-model estimate."
+        default=None,
+        ge=0,
+        description="Planner's flow-model estimate; a plan still running at a multiple of "
+        "it (with a floor) fails as timed out.",
     )
     predictions: list[TargetPrediction] = Field(
         default_factory=list,
