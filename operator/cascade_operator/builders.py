@@ -10,16 +10,11 @@ from typing import Any
 from cascade_api import constants as c
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_operator.config import OperatorConfig
-from cascade_operator.view import MdRef
+from cascade_operator.observed import START_ANNOTATION, START_STORAGE, MdRef
 
 Manifest = dict[str, Any]
 
 MODEL_MOUNT_ROOT = "/mnt/models"
-# How a worker pod gets its weights (annotation START_ANNOTATION, env CASCADE_SERVE):
-# STORAGE loads the checkpoint itself at start (the first instance: no copy exists);
-# AWAIT starts idle and unready, and the operator streams it weights along a ScalePlan.
-START_ANNOTATION = f"{c.GROUP}/start"
-START_STORAGE, START_AWAIT = "storage", "await"
 
 
 def selector_labels(md: str, component: str) -> dict[str, str]:

@@ -1,24 +1,27 @@
-"""Status of a ModelDeployment computed from what exists: counts, instances, conditions.
+"""The deployment's own conditions, each a pure function of what exists.
 
-Pure: the same observation always yields the same status, and lastTransitionTime only
-moves when a condition flips, so re-running a reconcile never churns the object.
+`Available`, `Progressing` and `Degraded` follow the Deployment conventions users know;
+`Planned` belongs to the weight-moving half (weights.lifecycle). Each function returns a
+typed Condition for the given generation; the status assembler (status.py) sets them, so
+lastTransitionTime only moves when a condition flips.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Sequence
 
-from cascade_api.base import Condition, ConditionStatus, set_condition
+from cascade_api.base import Condition, ConditionStatus
 from cascade_api.invariants import Violation
-from cascade_api.modeldeployment import (
-    InstancePhase,
-    InstanceStatus,
-    ModelDeploymentSpec,
-    ModelDeploymentStatus,
-)
-from cascade_operator.view import Observed, PodView
+from cascade_api.modeldeployment import InstancePhase, ModelDeploymentSpec
+from cascade_operator.events import AVAILABLE, DEGRADED, PROGRESSING
+from cascade_operator.observed import GatewayView, PodView
 
-AVAILABLE, PROGRESSING, DEGRADED = "Available", "Progressing", "Degraded"
+
+def condition(type_: str, ok: bool, reason: str, message: str, generation: int) -> Condition:
+    status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
+    return Condition(
+        type=type_, status=status, reason=reason, message=message, observed_generation=generation
+    )
 
 
 def instance_phase(pod: PodView) -> InstancePhase:
@@ -31,90 +34,55 @@ def instance_phase(pod: PodView) -> InstancePhase:
     return InstancePhase.LOADING if pod.phase == "Running" else InstancePhase.PENDING
 
 
-def _cond(type_: str, ok: bool, reason: str, message: str, generation: int) -> Condition:
-    status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
-    return Condition(
-        type=type_, status=status, reason=reason, message=message, observed_generation=generation
-    )
-
-
-def _available(
-    spec: ModelDeploymentSpec | None, obs: Observed, ready: int
-) -> tuple[bool, str, str]:
+def available(
+    spec: ModelDeploymentSpec | None, gateway: GatewayView, ready: int, generation: int
+) -> Condition:
+    """Enough instances serve (min(replicas, max(1, minReplicas))) and the gateway is up."""
     if spec is None:
-        return ready > 0, "InvalidSpec", f"{ready} instance(s) ready; spec not accepted"
+        message = f"{ready} instance(s) ready; spec not accepted"
+        return condition(AVAILABLE, ready > 0, "InvalidSpec", message, generation)
     if spec.replicas == 0:
-        return False, "ScaledToZero", "spec.replicas is 0"
+        return condition(AVAILABLE, False, "ScaledToZero", "spec.replicas is 0", generation)
     needed = min(spec.replicas, max(1, spec.scaling.min_replicas))
-    gateway_ok = obs.gateway.available_replicas > 0
+    gateway_ok = gateway.available_replicas > 0
     message = f"{ready}/{spec.replicas} instances ready (need {needed}); gateway " + (
         "ready" if gateway_ok else "not ready"
     )
     if ready >= needed and gateway_ok:
-        return True, "MinimumReplicasAvailable", message
-    return False, "MinimumReplicasUnavailable", message
+        return condition(AVAILABLE, True, "MinimumReplicasAvailable", message, generation)
+    return condition(AVAILABLE, False, "MinimumReplicasUnavailable", message, generation)
 
 
-def _progressing(spec: ModelDeploymentSpec | None, alive: list[PodView]) -> tuple[bool, str, str]:
+def progressing(
+    spec: ModelDeploymentSpec | None, alive: Sequence[PodView], generation: int
+) -> Condition:
+    """True while the instances converge on the spec, with what holds them up."""
+
+    def cond(ok: bool, reason: str, message: str) -> Condition:
+        return condition(PROGRESSING, ok, reason, message, generation)
+
     if spec is None:
-        return False, "InvalidSpec", "waiting for a valid spec"
+        return cond(False, "InvalidSpec", "waiting for a valid spec")
     ready = sum(p.ready for p in alive)
     stuck = [p for p in alive if p.unschedulable]
     if stuck:
-        return True, "Unschedulable", f"{stuck[0].name}: {stuck[0].unschedulable}"
+        return cond(True, "Unschedulable", f"{stuck[0].name}: {stuck[0].unschedulable}")
     if len(alive) < spec.replicas:
-        return True, "ScalingUp", f"{len(alive)}/{spec.replicas} instances exist"
+        return cond(True, "ScalingUp", f"{len(alive)}/{spec.replicas} instances exist")
     if len(alive) > spec.replicas:
-        return True, "ScalingDown", f"{len(alive)}/{spec.replicas} instances exist"
+        return cond(True, "ScalingDown", f"{len(alive)}/{spec.replicas} instances exist")
     if ready < spec.replicas:
-        return True, "InstancesLoading", f"{ready}/{spec.replicas} instances ready"
-    return False, "ReplicasReady", f"all {spec.replicas} instances ready"
+        return cond(True, "InstancesLoading", f"{ready}/{spec.replicas} instances ready")
+    return cond(False, "ReplicasReady", f"all {spec.replicas} instances ready")
 
 
-def _degraded(problems: list[Violation], alive: list[PodView]) -> tuple[bool, str, str]:
+def degraded(problems: Sequence[Violation], alive: Sequence[PodView], generation: int) -> Condition:
+    """True while the spec is invalid or instances fail, naming the field or the pods."""
     if problems:
-        return True, "InvalidSpec", "; ".join(p.message for p in problems)
+        message = "; ".join(p.message for p in problems)
+        return condition(DEGRADED, True, "InvalidSpec", message, generation)
     failing = [p.name for p in alive if p.failed]
     if failing:
-        return True, "InstancesFailing", "failing instances: " + ", ".join(failing)
-    return False, "AsExpected", "no problems"
-
-
-def compute_status(
-    obs: Observed,
-    spec: ModelDeploymentSpec | None,
-    problems: list[Violation],
-    selector: str,
-    endpoint: str,
-    now: datetime,
-) -> ModelDeploymentStatus:
-    previous = ModelDeploymentStatus.model_validate(obs.status or {})
-    alive = [p for p in obs.pods if not p.terminating]
-    ready = sum(p.ready for p in alive)
-    loading = sum(1 for p in alive if not p.ready and not p.failed)
-    conditions = list(previous.conditions)
-    for type_, (ok, reason, message) in (
-        (AVAILABLE, _available(spec, obs, ready)),
-        (PROGRESSING, _progressing(spec, alive)),
-        (DEGRADED, _degraded(problems, alive)),
-    ):
-        new = _cond(type_, ok, reason, message, obs.generation)
-        conditions = set_condition(conditions, new, now)
-    instances = [
-        InstanceStatus(
-            pod=p.name, node=p.node, phase=instance_phase(p), blocks_loaded=p.blocks_loaded
-        )
-        for p in sorted(obs.pods, key=lambda p: (p.index, p.name))
-    ]
-    return previous.model_copy(
-        update={
-            "observed_generation": obs.generation,
-            "replicas": len(alive),
-            "ready_replicas": ready,
-            "loading_replicas": loading,
-            "selector": selector,
-            "conditions": conditions,
-            "instances": instances,
-            "endpoint": endpoint,
-        }
-    )
+        message = "failing instances: " + ", ".join(failing)
+        return condition(DEGRADED, True, "InstancesFailing", message, generation)
+    return condition(DEGRADED, False, "AsExpected", "no problems", generation)

@@ -3,11 +3,12 @@
 One reconcile at a time per ModelDeployment (a lock per object), because pod, gateway,
 ScalePlan and ModelDeployment watch events for the same object can arrive together.
 
-A reconcile is two deciders over one observation: `reconcile.decide` (pods, gateway,
-status) and the weight-moving lifecycle (plandriver: pool, ScalePlans, worker orders).
-The pool goes first so scale-down spares host-copy holders; the lifecycle's Planned
-condition and currentPlan are merged into the status reconcile built, so one status
-write carries both and no transition is announced twice.
+A reconcile reads everything once (the spec parsed once, each pod parsed once, each
+worker's status asked once), then runs two deciders over that observation:
+`instances.decide` (pods, gateway) and the weight-moving half (`weights.driver`: the
+parameter pool, ScalePlans, worker orders). The pool goes first so scale-down spares
+host-copy holders. Both hand their facts to `status.assemble`, which writes one status
+and tells each condition transition once.
 """
 
 from __future__ import annotations
@@ -15,30 +16,31 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from dataclasses import replace
 
 from cascade_api import constants as c
 from cascade_api.base import utcnow
 from cascade_api.modeldeployment import ModelDeploymentStatus
-from cascade_operator import builders
-from cascade_operator.clients import Body, Cluster
+from cascade_operator import builders, instances
+from cascade_operator.clients.kube import Body, Cluster
+from cascade_operator.clients.workers import WorkerClient
 from cascade_operator.config import OperatorConfig
-from cascade_operator.lifecycle import merge_plan_status
-from cascade_operator.plandriver import PlanDriver
-from cascade_operator.reconcile import decide, parse_spec
-from cascade_operator.view import GatewayView, MdRef, Observed, PodView
-from cascade_operator.workerclient import WorkerClient
+from cascade_operator.observed import GatewayView, MdRef, Observed, PodView
+from cascade_operator.spec import parse_spec
+from cascade_operator.status import PlanState, StatusInput, assemble
+from cascade_operator.weights.driver import PlanDriver
 
 log = logging.getLogger(__name__)
 
 
 class Controller:
-    def __init__(self, cluster: Cluster, cfg: OperatorConfig) -> None:
+    def __init__(
+        self, cluster: Cluster, cfg: OperatorConfig, workers: WorkerClient | None = None
+    ) -> None:
         self.cluster = cluster
         self.cfg = cfg
         self._locks: defaultdict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
         self._guard = threading.Lock()
-        self.plans = PlanDriver(cluster, WorkerClient())
+        self.plans = PlanDriver(cluster, workers or WorkerClient())
         # Deployments whose weights are moving: the fast timer reconciles these.
         self._moving: set[tuple[str, str]] = set()
 
@@ -56,64 +58,65 @@ class Controller:
                 return
             self._reconcile(body)
 
-    def _observe(self, body: Body, raw_pods: list[Body]) -> Observed:
-        ref = MdRef.of(body)
-        pods = [PodView.of(p) for p in raw_pods]
-        deployment, service = self.cluster.get_gateway(
-            ref.namespace, builders.gateway_name(ref.name)
-        )
-        return Observed(
-            ref=ref,
-            generation=int(body["metadata"].get("generation", 0)),
-            spec=body.get("spec") or {},
-            status=body.get("status") or {},
-            pods=pods,
-            gateway=GatewayView.of(deployment, service),
-        )
-
     def _reconcile(self, body: Body) -> None:
         ref = MdRef.of(body)
-        raw_pods = self.cluster.list_pods(ref.namespace, builders.worker_selector(ref.name))
-        obs = self._observe(body, raw_pods)
-        spec, problems = parse_spec(obs.spec)
-        accepted = spec if spec is not None and not problems else None
-        got = None
-        if accepted is not None:
-            got = self.plans.gather(ref, raw_pods, accepted.host_copies)
-            obs = replace(obs, protected=frozenset(got.pool.protected()))
+        ns, generation = ref.namespace, int(body["metadata"].get("generation", 0))
+        stored: Body = body.get("status") or {}
+        parsed = parse_spec(body.get("spec") or {})
+        spec = parsed.accepted
+        pods = [
+            PodView.of(p)
+            for p in self.cluster.list_pods(ns, builders.worker_selector(ref.name))
+            if p.get("metadata")
+        ]
+        workers = self.plans.workers(pods)
+        got = self.plans.gather(ref, pods, workers, spec.host_copies) if spec else None
+        deployment, service = self.cluster.get_gateway(ns, builders.gateway_name(ref.name))
+        obs = Observed(
+            ref=ref,
+            generation=generation,
+            status=stored,
+            pods=pods,
+            gateway=GatewayView.of(deployment, service),
+            protected=frozenset(got.pool.protected()) if got is not None else frozenset(),
+        )
         now = utcnow()
-        decision = decide(obs, self.cfg, now)
-        ns = obs.ref.namespace
+        decision = instances.decide(obs, spec, self.cfg)
         for manifest in decision.create_pods:
             self.cluster.create_pod(manifest)
         for pod in decision.delete_pods:
             self.cluster.delete_pod(ns, pod)
         for manifest in decision.gateway:
             self.cluster.apply(manifest)
-        status, events = decision.status, list(decision.events)
-        if accepted is not None and got is not None:
-            outcome = self.plans.tick(body, ref, accepted, got, now)
-            status = merge_plan_status(status, obs.status or {}, outcome.decision, now)
+        events, plans, moving = list(decision.events), None, False
+        if spec is not None and got is not None:
+            outcome = self.plans.tick(ref, generation, spec, got, now)
             events += outcome.events
-            if outcome.moving:
-                self._moving.add((ns, ref.name))
-            else:
-                self._moving.discard((ns, ref.name))
-        else:
-            self._moving.discard((ns, ref.name))
-        current = ModelDeploymentStatus.model_validate(obs.status).to_api()
-        if status != current:
-            self.cluster.patch_md_status(ns, obs.ref.name, status)
-        for note in events:
+            plans = PlanState(outcome.decision.condition, outcome.decision.current_plan)
+            moving = outcome.moving
+        (self._moving.add if moving else self._moving.discard)((ns, ref.name))
+        update = assemble(
+            StatusInput(
+                previous=ModelDeploymentStatus.model_validate(stored),
+                generation=generation,
+                parsed=parsed,
+                pods=pods,
+                gateway=obs.gateway,
+                selector=builders.worker_selector(ref.name),
+                endpoint=builders.gateway_endpoint(ref),
+                blocks={w.name: w.blocks_loaded for w in workers if w.phase is not None},
+                plans=plans,
+            ),
+            now,
+        )
+        patch = update.patch(stored)
+        if patch is not None:
+            self.cluster.patch_md_status(ns, ref.name, patch)
+        for note in [*events, *update.events]:
             self.cluster.emit_event(body, note)
         if decision.create_pods or decision.delete_pods:
-            log.info(
-                "%s/%s: created %d, deleted %d pods",
-                ns,
-                obs.ref.name,
-                len(decision.create_pods),
-                len(decision.delete_pods),
-            )
+            created, deleted = len(decision.create_pods), len(decision.delete_pods)
+            log.info("%s/%s: created %d, deleted %d pods", ns, ref.name, created, deleted)
 
     def cleanup(self, namespace: str, name: str) -> int:
         """Delete what the ModelDeployment owns; returns how many pods remain terminating."""

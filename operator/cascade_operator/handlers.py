@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from cascade_api import constants as c
-from cascade_operator.clients import Cluster, load_config
+from cascade_operator.clients.kube import Cluster, load_config
 from cascade_operator.config import OperatorConfig
 from cascade_operator.controller import Controller, owner_of
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from operator_fixtures import REF
+
 from cascade_api import constants as c
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_operator import builders
 from cascade_operator.config import OperatorConfig
-from cascade_operator.view import GatewayView, MdRef, PodView
+from cascade_operator.observed import GatewayView, PodView
 
-REF = MdRef(name="llama", namespace="models", uid="uid-1")
 CFG = OperatorConfig(worker_image="reg/cascade-worker:9", gateway_image="reg/cascade-gateway:9")
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import operator_fixtures as fixtures
+from operator_fixtures import holder
+
 from cascade_api import constants as c
 from cascade_api.scaleplan import SourceTier
-from cascade_operator.pool import (
+from cascade_operator.weights.pool import (
     HOLDER_LOST,
     NOT_HOLDING,
     PLACED,
@@ -18,7 +21,7 @@ from cascade_operator.pool import (
     decide_pool,
     pool_events,
 )
-from cascade_operator.workers import WorkerView
+from cascade_operator.weights.workers import WorkerView
 from cascade_planner import topology_from_nodes
 
 # Two leaves: n0, n1 on L0; n2, n3 on L1.
@@ -28,24 +31,12 @@ TOPO = topology_from_nodes(
 
 
 def worker(name: str, node: str, **kw: Any) -> WorkerView:
-    """A worker holding all 8 blocks of model m1 and serving, unless told otherwise."""
-    fields: dict[str, Any] = {
-        "ip": f"10.0.0.{name[-1]}",
-        "created": None,
-        "alive": True,
-        "phase": "ready",
-        "engine": "serving",
-        "model_digest": "m1",
-        "blocks_loaded": 8,
-        "blocks_total": 8,
-    }
-    return WorkerView(name=name, node=node, **(fields | kw))
+    """A worker on `node` holding all 8 blocks of model m1 and serving, unless told otherwise."""
+    return holder(name, node=node, **kw)
 
 
 def idle(name: str, node: str) -> WorkerView:
-    return worker(
-        name, node, phase="idle", engine="off", model_digest=None, blocks_loaded=0, blocks_total=0
-    )
+    return fixtures.worker(name, node=node)
 
 
 def pool(workers: list[WorkerView], copies: int = 1, **kw: Any) -> PoolDecision:

@@ -4,56 +4,32 @@ and serve; failure and repair; supersede and cancel; restart idempotence; no sou
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
+
+from operator_fixtures import BLOCKS, REF, B, holder, md
+from operator_fixtures import NOW as T0
+from operator_fixtures import worker as idle
 
 from cascade_api import constants as c
 from cascade_api.base import Condition, set_condition
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_api.scaleplan import Block, PlanPhase, ScalePlanStatus
-from cascade_operator.plan_objects import ATTEMPT_LABEL, PlanView
-from cascade_operator.plan_status import PlanPolicy
-from cascade_operator.pool import PoolInput, decide_pool
-from cascade_operator.scaleplans import PlanDecision, PlansInput, decide_plans, manifest_source
-from cascade_operator.view import MdRef
-from cascade_operator.workers import WorkerView
+from cascade_operator.events import EventNote, transition_events
+from cascade_operator.weights.lifecycle import (
+    PlanDecision,
+    PlansInput,
+    decide_plans,
+    manifest_source,
+)
+from cascade_operator.weights.plans import ATTEMPT_LABEL, PlanView
+from cascade_operator.weights.pool import PoolInput, decide_pool
+from cascade_operator.weights.progress import PlanPolicy
+from cascade_operator.weights.workers import WorkerView
 from cascade_planner import topology_from_nodes
 
-T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-REF = MdRef(name="llama", namespace="models", uid="uid-1")
-B = 8
-BLOCKS = [
-    Block(index=i, layer_start=i, layer_end=i + 1, bytes=1 << 20, checksum="x") for i in range(B)
-]
 TOPO = topology_from_nodes([{"metadata": {"name": f"n{i}"}} for i in range(8)])
 POLICY = PlanPolicy()
-
-
-def md(**spec: Any) -> ModelDeploymentSpec:
-    return ModelDeploymentSpec.model_validate({"model": {"uri": "file:///m"}, **spec})
-
-
-def holder(name: str, **kw: Any) -> WorkerView:
-    fields: dict[str, Any] = {
-        "phase": "ready",
-        "engine": "serving",
-        "model_digest": "m1",
-        "blocks_loaded": B,
-        "blocks_total": B,
-    }
-    return idle(name, **(fields | kw))
-
-
-def idle(name: str, **kw: Any) -> WorkerView:
-    i = name.rsplit("-", 1)[-1]
-    fields: dict[str, Any] = {
-        "node": f"n{i}",
-        "ip": f"10.0.0.{i}",
-        "created": T0 - timedelta(hours=1),
-        "alive": True,
-        "phase": "idle",
-    }
-    return WorkerView(name=name, **(fields | kw))
 
 
 @dataclass
@@ -64,6 +40,9 @@ class World:
     spec: ModelDeploymentSpec = field(default_factory=md)
     plans: dict[str, PlanView] = field(default_factory=dict)
     conditions: list[Condition] = field(default_factory=list)
+    told: list[EventNote] = field(
+        default_factory=list
+    )  # Planned transitions, as the status tells them
     blocks: list[Block] | None = field(default_factory=lambda: list(BLOCKS))
     policy: PlanPolicy = POLICY
 
@@ -79,7 +58,6 @@ class World:
             TOPO,
             pool,
             self.blocks,
-            self.conditions,
         )
         d = decide_plans(inp, now, self.policy)
         if apply:
@@ -101,7 +79,9 @@ class World:
         for name in d.delete:
             del self.plans[name]
         if d.condition is not None:
+            before = self.conditions
             self.conditions = set_condition(self.conditions, d.condition, now)
+            self.told = transition_events(before, self.conditions)
 
     def set(self, pod: str, **kw: Any) -> None:
         self.workers[pod] = replace(self.workers[pod], **kw)
@@ -351,8 +331,10 @@ def test_insufficient_sources_is_a_condition_and_one_event_not_a_crash() -> None
     cond = w.planned()
     assert (cond.status, cond.reason) == ("False", "InsufficientSources")
     assert "k=3" in cond.message and cond.observed_generation == 1
-    assert [(e.type, e.reason) for e in d.events] == [("Warning", "InsufficientSources")]
-    assert w.tick(at(1)).events == []  # the same trouble is told once
+    assert d.events == []  # the status assembler tells the transition, once
+    assert [(e.type, e.reason) for e in w.told] == [("Warning", "InsufficientSources")]
+    w.tick(at(1))
+    assert w.told == []  # the same trouble is told once
 
 
 def test_unknown_block_table_waits_without_a_plan() -> None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from operator_fixtures import NOW as T0
+from operator_fixtures import worker
+
 from cascade_api import constants as c
 from cascade_api.scaleplan import (
     Block,
@@ -18,12 +21,13 @@ from cascade_api.scaleplan import (
     SourceTier,
     TargetProgress,
 )
-from cascade_operator.dispatch import transfer_orders
-from cascade_operator.plan_objects import PlanView, plan_name, plan_selector
-from cascade_operator.plan_status import PlanPolicy, aggregate, should_patch
-from cascade_operator.workers import HOST_COPY_ANNOTATION, WorkerView
+from cascade_operator.observed import HOST_COPY_ANNOTATION, PodView
+from cascade_operator.weights.orders import transfer_orders
+from cascade_operator.weights.plans import PlanView, plan_name, plan_selector
+from cascade_operator.weights.progress import PlanPolicy, aggregate, should_patch
+from cascade_operator.weights.workers import WorkerView
+from cascade_protocol.status import WorkerStatus
 
-T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 POLICY = PlanPolicy()
 SPEC = ScalePlanSpec(
     deployment="llama",
@@ -50,9 +54,15 @@ def pod_body(name: str, **status: Any) -> dict[str, Any]:
     }
 
 
+def of(body: dict[str, Any], status: dict[str, Any] | None) -> WorkerView:
+    """A worker view from a pod body and its worker's status (snake_case keys)."""
+    typed = WorkerStatus.model_validate({"pod": "p"} | status) if status is not None else None
+    return WorkerView.of(PodView.of(body), typed)
+
+
 def w(name: str, **kw: Any) -> WorkerView:
-    fields: dict[str, Any] = {"node": "n", "ip": "10.0.0.1", "created": None, "alive": True}
-    return WorkerView(name=name, **(fields | kw))
+    fields: dict[str, Any] = {"node": "n", "ip": "10.0.0.1", "created": None, "phase": None}
+    return worker(name, **(fields | kw))
 
 
 def test_worker_view_from_pod_and_worker_status() -> None:
@@ -66,20 +76,20 @@ def test_worker_view_from_pod_and_worker_status() -> None:
         "error": "transfer incomplete",
         "last_transfer": {"role": "target", "complete": False, "missing": [6, 7]},
     }
-    view = WorkerView.of(pod_body("p"), status)
+    view = of(pod_body("p"), status)
     assert (view.node, view.ip, view.alive, view.host_copy) == ("n1", "10.1.0.7", True, True)
     assert view.created == datetime(2026, 11, 22, 11, 0, tzinfo=UTC)
     assert view.missing == (6, 7) and view.transfer_complete is False
     assert view.needs_weights and not view.has_model and not view.busy
     assert view.control_address() == f"10.1.0.7:{c.WORKER_PORT}"
-    unread = WorkerView.of(pod_body("p"), None)
+    unread = of(pod_body("p"), None)
     assert unread.phase is None and not unread.needs_weights and not unread.complete
-    pending = WorkerView.of({"metadata": {"name": "q"}, "status": {"phase": "Pending"}}, None)
+    pending = of({"metadata": {"name": "q"}, "status": {"phase": "Pending"}}, None)
     assert pending.starting and not pending.alive
     crashing = pod_body(
         "p", containerStatuses=[{"state": {"waiting": {"reason": "CrashLoopBackOff"}}}]
     )
-    assert not WorkerView.of(crashing, None).alive
+    assert not of(crashing, None).alive
 
 
 def test_plan_view_reads_the_attempt_label() -> None:
@@ -116,10 +126,10 @@ def test_aggregate_counts_only_this_plans_blocks_and_keeps_completion() -> None:
 def test_measured_completion_is_the_slowest_targets_own_clock() -> None:
     last = {"role": "target", "complete": True, "complete_s": 2.5, "missing": []}
     held = {"phase": "ready", "model_digest": "m1", "blocks_loaded": 10, "blocks_total": 10}
-    a = WorkerView.of(pod_body("a"), held | {"last_transfer": last})
+    a = of(pod_body("a"), held | {"last_transfer": last})
     assert a.transfer_s == 2.5
     sent = {"role": "source", "complete": True, "complete_s": 0.0}
-    assert WorkerView.of(pod_body("s"), held | {"last_transfer": sent}).transfer_s is None
+    assert of(pod_body("s"), held | {"last_transfer": sent}).transfer_s is None
     b_busy = w("b", phase="transferring", model_digest="m1", blocks_loaded=4)
     status = aggregate(SPEC, ScalePlanStatus(), {"a": a, "b": b_busy}, T0)
     assert status.targets[0].transfer_seconds == 2.5

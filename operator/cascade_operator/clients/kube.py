@@ -2,24 +2,30 @@
 
 Every call is idempotent from the caller's point of view: creating something that
 exists and deleting something already gone are successes, because a reconcile may be
-repeated at any time (operator restarts, overlapping watch events).
+repeated at any time (operator restarts, overlapping watch events). A refusal the
+caller must handle leaves as `ApiError` (the API server's own message inside), so no
+other module imports the kubernetes client.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from cascade_api import constants as c
 from cascade_api.base import utcnow
-from cascade_operator.reconcile import EventNote
+from cascade_operator.events import EventNote
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
 Body = dict[str, Any]
 
 
@@ -31,16 +37,38 @@ def load_config() -> None:
         config.load_kube_config()
 
 
+class ApiError(Exception):
+    """The API server refused a call; `message` is its Status body's reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+    @classmethod
+    def of(cls, err: ApiException) -> ApiError:
+        try:
+            message = str(json.loads(err.body or "{}").get("message") or err.reason)
+        except ValueError:
+            message = str(err.reason)
+        return cls(int(err.status or 0), message)
+
+
+def refusals_as_api_error(method: Callable[P, R]) -> Callable[P, R]:
+    """Let an ApiException out of a Cluster method only as ApiError."""
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except ApiException as err:
+            raise ApiError.of(err) from err
+
+    return call
+
+
 def _missing(err: ApiException) -> bool:
     return bool(err.status == 404)
-
-
-def api_message(err: ApiException) -> str:
-    """The API server's reason for refusing (its Status body's `message`), for logs."""
-    try:
-        return str(json.loads(err.body or "{}").get("message") or err.reason)
-    except ValueError:
-        return f"{err.status} {err.reason}"
 
 
 class Cluster:
@@ -56,6 +84,7 @@ class Cluster:
         result: Body = self._api.sanitize_for_serialization(obj)
         return result
 
+    @refusals_as_api_error
     def get_md(self, namespace: str, name: str) -> Body | None:
         try:
             body: Body = self.custom.get_namespaced_custom_object(
@@ -67,10 +96,12 @@ class Cluster:
             raise
         return body
 
+    @refusals_as_api_error
     def list_pods(self, namespace: str, selector: str) -> list[Body]:
         pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
         return [self._dict(p) for p in pods.items]
 
+    @refusals_as_api_error
     def get_gateway(self, namespace: str, name: str) -> tuple[Body | None, Body | None]:
         found: list[Body | None] = []
         for read in (self.apps.read_namespaced_deployment, self.core.read_namespaced_service):
@@ -82,6 +113,7 @@ class Cluster:
                 found.append(None)
         return found[0], found[1]
 
+    @refusals_as_api_error
     def create_pod(self, manifest: Body) -> None:
         try:
             self.core.create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
@@ -90,6 +122,7 @@ class Cluster:
                 raise
             log.info("pod %s already exists", manifest["metadata"]["name"])
 
+    @refusals_as_api_error
     def delete_pod(self, namespace: str, name: str) -> None:
         try:
             self.core.delete_namespaced_pod(name, namespace)
@@ -97,6 +130,7 @@ class Cluster:
             if not _missing(err):
                 raise
 
+    @refusals_as_api_error
     def apply(self, manifest: Body) -> None:
         """Create a gateway object (Deployment, Service, its ServiceAccount and RBAC), or
         merge-patch it to the manifest."""
@@ -126,14 +160,17 @@ class Cluster:
                 raise
             patch(meta["name"], meta["namespace"], manifest)
 
+    @refusals_as_api_error
     def patch_md_status(self, namespace: str, name: str, status: Body) -> None:
         self.custom.patch_namespaced_custom_object_status(
             c.GROUP, c.VERSION, namespace, c.MD_PLURAL, name, {"status": status}
         )
 
+    @refusals_as_api_error
     def list_nodes(self) -> list[Body]:
         return [self._dict(n) for n in self.core.list_node().items]
 
+    @refusals_as_api_error
     def annotate_pod(self, namespace: str, name: str, key: str, value: str | None) -> None:
         """Set (or with None remove) one annotation; a pod already gone is a success."""
         patch = {"metadata": {"annotations": {key: value}}}
@@ -143,6 +180,7 @@ class Cluster:
             if not _missing(err):
                 raise
 
+    @refusals_as_api_error
     def list_scaleplans(self, namespace: str, selector: str) -> list[Body]:
         found = self.custom.list_namespaced_custom_object(
             c.GROUP, c.VERSION, namespace, c.SP_PLURAL, label_selector=selector
@@ -150,6 +188,7 @@ class Cluster:
         items: list[Body] = found.get("items") or []
         return items
 
+    @refusals_as_api_error
     def create_scaleplan(self, manifest: Body) -> bool:
         """Create a ScalePlan; False when it already exists (a re-derived name: success)."""
         try:
@@ -162,6 +201,7 @@ class Cluster:
             return False
         return True
 
+    @refusals_as_api_error
     def patch_scaleplan_status(self, namespace: str, name: str, status: Body) -> None:
         try:
             self.custom.patch_namespaced_custom_object_status(
@@ -171,6 +211,7 @@ class Cluster:
             if not _missing(err):
                 raise
 
+    @refusals_as_api_error
     def delete_scaleplan(self, namespace: str, name: str) -> None:
         try:
             self.custom.delete_namespaced_custom_object(
@@ -180,6 +221,7 @@ class Cluster:
             if not _missing(err):
                 raise
 
+    @refusals_as_api_error
     def emit_event(self, owner: Body, note: EventNote) -> None:
         meta = owner["metadata"]
         stamp = utcnow().isoformat().replace("+00:00", "Z")
@@ -205,6 +247,7 @@ class Cluster:
         except ApiException as err:  # an event is best effort; never fail a reconcile on it
             log.warning("could not post event %s: %s", note.reason, err.reason)
 
+    @refusals_as_api_error
     def delete_owned(self, namespace: str, md: str) -> int:
         """Delete every pod, gateway object and ScalePlan of `md`; returns pods still there."""
         selector = f"{c.LABEL_DEPLOYMENT}={md}"

@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cascade_api.scaleplan import Source, SourceTier
-from cascade_operator.reconcile import EventNote
-from cascade_operator.workers import LOADING, WorkerView
+from cascade_operator.events import EventNote
+from cascade_operator.weights.workers import WorkerView
 from cascade_planner import Topology
+from cascade_protocol.status import WorkerPhase
 
 # HostCopyChange.reason values (also event reasons).
 HOLDER_LOST, PLACED, REBALANCED, SURPLUS, NOT_HOLDING = (
@@ -105,7 +106,7 @@ def decide_pool(inp: PoolInput) -> PoolDecision:
     copies = sorted(kept)
     sources = _sources(holders, set(copies))
     loader = None
-    if not holders and not any(w.alive and w.phase == LOADING for w in inp.workers):
+    if not holders and not any(w.alive and w.phase == WorkerPhase.LOADING for w in inp.workers):
         loader = _loader(inp.workers)
     shortfall = max(inp.host_copies, 0) - len(copies)
     message = (

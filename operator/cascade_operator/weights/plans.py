@@ -18,8 +18,7 @@ from typing import Any
 from cascade_api import constants as c
 from cascade_api.scaleplan import PlanPhase, ScalePlanSpec, ScalePlanStatus
 from cascade_operator.builders import labels, owner_reference
-from cascade_operator.view import MdRef
-from cascade_operator.workers import parse_time
+from cascade_operator.observed import MdRef, parse_time
 
 Manifest = dict[str, Any]
 

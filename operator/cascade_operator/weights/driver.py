@@ -1,6 +1,6 @@
-"""Glue of the weight-moving lifecycle: gather (pods, worker statuses, nodes, ScalePlans,
-a holder's block table), call the pure deciders (pool.decide_pool, then
-scaleplans.decide_plans), apply what they decided, in an order that is safe to repeat:
+"""Glue of the weight-moving half: gather (worker statuses, nodes, ScalePlans, a
+holder's block table), call the pure deciders (pool.decide_pool, then
+lifecycle.decide_plans), apply what they decided, in an order that is safe to repeat:
 
 1. host-copy annotations (the pool's memory lives on the pods);
 2. new ScalePlans (AlreadyExists is success: names are derived, so a restarted operator
@@ -10,32 +10,34 @@ scaleplans.decide_plans), apply what they decided, in an order that is safe to r
 4. plan status patches; 5. serve and load orders; 6. finished plans beyond history;
 7. pods the lifecycle gives up on (reconcile recreates them).
 
-The deployment's status (Planned condition, currentPlan) and events are merged by the
-controller, after reconcile built its own status.
+The deployment's status (Planned condition, currentPlan) is assembled by the controller
+(status.py) from the returned decision.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
-from kubernetes.client.exceptions import ApiException
-
-from cascade_api.modeldeployment import ModelDeploymentSpec, ModelDeploymentStatus
+from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_api.scaleplan import Block
-from cascade_operator.builders import START_ANNOTATION, START_AWAIT
-from cascade_operator.clients import Body, Cluster, api_message
-from cascade_operator.lifecycle import in_motion, storage_start_pending
-from cascade_operator.plan_objects import PlanView, plan_selector
-from cascade_operator.plan_status import PlanPolicy
-from cascade_operator.pool import PoolDecision, PoolInput, decide_pool, pool_events
-from cascade_operator.reconcile import EventNote
-from cascade_operator.scaleplans import PlanDecision, PlansInput, decide_plans, manifest_source
-from cascade_operator.view import MdRef
-from cascade_operator.workerclient import WorkerClient
-from cascade_operator.workers import HOST_COPY_ANNOTATION, WorkerView
+from cascade_operator.clients.kube import ApiError, Cluster
+from cascade_operator.clients.workers import WorkerClient
+from cascade_operator.events import EventNote
+from cascade_operator.observed import HOST_COPY_ANNOTATION, START_AWAIT, MdRef, PodView
+from cascade_operator.weights.lifecycle import (
+    PlanDecision,
+    PlansInput,
+    decide_plans,
+    manifest_source,
+)
+from cascade_operator.weights.motion import in_motion, storage_start_pending
+from cascade_operator.weights.plans import PlanView, plan_selector
+from cascade_operator.weights.pool import PoolDecision, PoolInput, decide_pool, pool_events
+from cascade_operator.weights.progress import PlanPolicy
+from cascade_operator.weights.workers import WorkerView
 from cascade_planner import Topology, topology_from_nodes
 
 log = logging.getLogger(__name__)
@@ -43,11 +45,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Gathered:
-    workers: list[WorkerView]
+    pods: list[PodView]
+    workers: list[WorkerView]  # the same pods, each with its worker's status
     pool: PoolDecision
     topo: Topology
     plans: list[PlanView]
-    raw_pods: list[Body] = field(default_factory=list)
 
 
 @dataclass
@@ -72,18 +74,22 @@ class PlanDriver:
         # their back. Memory only: after a restart a drained pod may be served once more.
         self._served: set[str] = set()
 
-    def gather(self, ref: MdRef, raw_pods: list[Body], host_copies: int) -> Gathered:
-        pods = [p for p in raw_pods if p.get("metadata")]
-        ips = [(p.get("status") or {}).get("podIP") for p in pods]
-        statuses = self.http.statuses(ips)
-        workers = [WorkerView.of(p, s) for p, s in zip(pods, statuses, strict=True)]
+    def workers(self, pods: Sequence[PodView]) -> list[WorkerView]:
+        """Each pod with its worker's GET /v1/status (asked in parallel; None when the
+        pod does not run or its worker does not answer)."""
+        statuses = self.http.statuses([p.ip if p.running else None for p in pods])
+        return [WorkerView.of(p, s) for p, s in zip(pods, statuses, strict=True)]
+
+    def gather(
+        self, ref: MdRef, pods: list[PodView], workers: list[WorkerView], host_copies: int
+    ) -> Gathered:
         topo = topology_from_nodes(self.cluster.list_nodes())
         pool = decide_pool(PoolInput(workers, host_copies, topo))
         plans = [
             PlanView.of(b, last_patch=self._last_patch.get((ref.namespace, b["metadata"]["name"])))
             for b in self.cluster.list_scaleplans(ref.namespace, plan_selector(ref.name))
         ]
-        return Gathered(workers, pool, topo, plans, pods)
+        return Gathered(pods, workers, pool, topo, plans)
 
     def _block_table(self, pool: PoolDecision, workers: Sequence[WorkerView]) -> list[Block] | None:
         source = manifest_source(pool, workers)
@@ -93,58 +99,67 @@ class PlanDriver:
         if digest in self._blocks:
             return self._blocks[digest]
         ip = next((w.ip for w in workers if w.name == source), None)
-        doc = self.http.manifest(ip) if ip else None
-        if doc is None or doc.get("model_digest", digest) != digest:
+        info = self.http.manifest(ip) if ip else None
+        if info is None or info.model_digest != digest:
             return None
-        table = [Block.model_validate(b) for b in doc.get("blocks") or []]
-        self._blocks[digest] = table
-        return table
+        self._blocks[digest] = list(info.blocks)
+        return self._blocks[digest]
 
     def tick(
         self,
-        body: Body,
         ref: MdRef,
+        generation: int,
         spec: ModelDeploymentSpec,
         got: Gathered,
         now: datetime,
     ) -> Outcome:
         ns = ref.namespace
-        md_status = body.get("status") or {}
-        conditions = ModelDeploymentStatus.model_validate(md_status).conditions
         inp = PlansInput(
             ref=ref,
-            generation=int(body["metadata"].get("generation", 0)),
+            generation=generation,
             spec=spec,
             workers=got.workers,
             plans=got.plans,
             topo=got.topo,
             pool=got.pool,
             blocks=self._block_table(got.pool, got.workers),
-            conditions=conditions,
         )
         d = decide_plans(inp, now, self.policy)
-        if d.load and storage_start_pending(got.raw_pods, got.workers, now):
+        if d.load and storage_start_pending(got.pods, got.workers, now):
             d.load = []  # the first instance loads from storage at start already
-        awaiting = {
-            p["metadata"]["name"]: str(p["metadata"].get("uid"))
-            for p in got.raw_pods
-            if (p["metadata"].get("annotations") or {}).get(START_ANNOTATION) == START_AWAIT
-        }
         events = pool_events(got.pool) if got.pool.changes else []
         for ch in got.pool.changes:
             value = "true" if ch.keep else None
             self.cluster.annotate_pod(ns, ch.pod, HOST_COPY_ANNOTATION, value)
-        # A plan whose create or status write the API server refuses is skipped, logged,
-        # and tried again next tick; the rest of the reconcile (other plans, pods) goes on.
+        undelivered = self._create_and_dispatch(ns, d)
+        self._write_statuses(ns, d, undelivered, now)
+        self._serve_and_load(d, got.pods)
+        for name in d.delete:
+            self.cluster.delete_scaleplan(ns, name)
+            self._last_patch.pop((ns, name), None)
+        for pod in d.replace_pods:
+            self.cluster.delete_pod(ns, pod)
+        moving = in_motion(got.workers, got.plans, d)
+        told = [
+            e
+            for e in d.events
+            if not (e.reason == "ScalePlanDispatched" and e.message.split(":")[0] in undelivered)
+        ]
+        return Outcome(d, [*events, *told], moving)
+
+    def _create_and_dispatch(self, ns: str, d: PlanDecision) -> set[str]:
+        """Create new plans and send transfer orders; the plans not fully delivered.
+        A plan the API server refuses is logged and tried again next tick; the rest of
+        the reconcile (other plans, pods) goes on."""
         undelivered: set[str] = set()
         for manifest in d.create:
             name = manifest["metadata"]["name"]
             try:
                 if not self.cluster.create_scaleplan(manifest):
                     log.info("%s/%s: ScalePlan exists already", ns, name)
-            except ApiException as err:
+            except ApiError as err:
                 undelivered.add(name)
-                log.error("%s/%s: creating the ScalePlan failed: %s", ns, name, api_message(err))
+                log.error("%s/%s: creating the ScalePlan failed: %s", ns, name, err.message)
         for order in d.transfers:
             if order.plan in undelivered:
                 continue
@@ -158,15 +173,23 @@ class PlanDriver:
                     sent.status,
                     sent.detail,
                 )
+        return undelivered
+
+    def _write_statuses(
+        self, ns: str, d: PlanDecision, undelivered: set[str], now: datetime
+    ) -> None:
         for patch in d.patches:
             if patch.plan in undelivered:
                 continue
             try:
                 self.cluster.patch_scaleplan_status(ns, patch.plan, patch.status)
-            except ApiException as err:
-                log.error("%s/%s: status write failed: %s", ns, patch.plan, api_message(err))
+            except ApiError as err:
+                log.error("%s/%s: status write failed: %s", ns, patch.plan, err.message)
                 continue
             self._last_patch[(ns, patch.plan)] = now
+
+    def _serve_and_load(self, d: PlanDecision, pods: Sequence[PodView]) -> None:
+        awaiting = {p.name: p.uid for p in pods if p.start == START_AWAIT}
         d.serve = [o for o in d.serve if awaiting.get(o.pod) not in (None, *self._served)]
         served = self.http.send_all(d.serve)
         self._served |= {awaiting[s.pod] for s in served if s.ok}
@@ -175,15 +198,3 @@ class PlanDriver:
                 log.warning(
                     "order to %s failed (%s): %s", delivery.pod, delivery.status, delivery.detail
                 )
-        for name in d.delete:
-            self.cluster.delete_scaleplan(ns, name)
-            self._last_patch.pop((ns, name), None)
-        for pod in d.replace_pods:
-            self.cluster.delete_pod(ns, pod)
-        moving = in_motion(got.workers, got.plans, d)
-        told = [
-            e
-            for e in d.events
-            if not (e.reason == "ScalePlanDispatched" and e.message.split(":")[0] in undelivered)
-        ]
-        return Outcome(d, [*events, *told], moving)

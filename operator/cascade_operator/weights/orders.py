@@ -1,6 +1,6 @@
 """Typed orders the operator sends to workers' control APIs, built from a decision.
 
-The lifecycle decides (scaleplans.py), the I/O layer executes: it POSTs `order.body()`
+The lifecycle decides (lifecycle.py), the I/O layer executes: it POSTs `order.body()`
 to `http://{order.address}{order.path}`. Orders are at-least-once: a reconcile repeated
 after a crash sends them again, so the I/O layer counts a 409 from a worker that
 already does what it was told (its status shows the transfer running, the engine
@@ -13,8 +13,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from pydantic import BaseModel
+
 from cascade_api.scaleplan import ScalePlanSpec
-from cascade_operator.workers import WorkerView
+from cascade_operator.weights.workers import WorkerView
+from cascade_protocol.control import LoadRequest, ServeRequest, TransferRequest
+
+
+def wire(body: BaseModel) -> dict[str, Any]:
+    """A control body as the worker reads it: camelCase, defaults left out."""
+    return body.model_dump(mode="json", by_alias=True, exclude_defaults=True)
 
 
 @dataclass(frozen=True)
@@ -31,7 +39,7 @@ class TransferOrder:
     peers: Mapping[str, str] = field(default_factory=dict)
 
     def body(self) -> dict[str, Any]:
-        return {"plan": self.spec.to_api(), "peers": dict(self.peers)}
+        return wire(TransferRequest(plan=self.spec, peers=dict(self.peers)))
 
 
 @dataclass(frozen=True)
@@ -45,12 +53,7 @@ class ServeOrder:
     max_model_len: int | None = None  # engine.maxModelLen
 
     def body(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.max_batch is not None:
-            out["maxBatch"] = self.max_batch
-        if self.max_model_len is not None:
-            out["maxModelLen"] = self.max_model_len
-        return out
+        return wire(ServeRequest(max_batch=self.max_batch, max_model_len=self.max_model_len))
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class LoadOrder:
     address: str
 
     def body(self) -> dict[str, Any]:
-        return {}
+        return wire(LoadRequest())
 
 
 def addressable(w: WorkerView | None) -> bool:

@@ -2,8 +2,10 @@
 
 The operator reads each worker's GET /v1/status to know what it holds and does, reads
 a holder's block table (GET /v1/control/manifest) to plan from it, and POSTs the typed
-orders the lifecycle decided (dispatch.py). Short timeouts and no retries: a worker that
-does not answer is simply unknown this tick (`None`), and the next tick asks again.
+orders the lifecycle decided (weights/orders.py). Answers are parsed into the shared
+protocol's types. Short timeouts and no retries: a worker that does not answer (or
+answers something that does not parse) is simply unknown this tick (`None`), and the
+next tick asks again.
 Orders are at-least-once, so a 409 ("already doing that") counts as delivered.
 """
 
@@ -18,7 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from cascade_api import constants as c
+from cascade_protocol.control import ManifestInfo
+from cascade_protocol.status import STATUS_PATH, WorkerStatus
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
@@ -63,31 +69,36 @@ class WorkerClient:
             except ValueError:
                 return err.code, raw.decode(errors="replace")
 
-    def status(self, ip: str | None) -> Body | None:
-        """GET /v1/status, or None when the worker cannot be reached or answers badly."""
-        if not ip:
-            return None
+    def _get(self, ip: str, path: str) -> Body | None:
         try:
             code, doc = self._call(
-                "GET", f"http://{ip}:{c.WORKER_PORT}/v1/status", None, self.timeout_s
+                "GET", f"http://{ip}:{c.WORKER_PORT}{path}", None, self.timeout_s
             )
         except (OSError, ValueError):
             return None
         return doc if code == 200 and isinstance(doc, dict) else None
 
-    def statuses(self, ips: Sequence[str | None]) -> list[Body | None]:
+    def status(self, ip: str | None) -> WorkerStatus | None:
+        """GET /v1/status, or None when the worker cannot be reached or answers badly."""
+        doc = self._get(ip, STATUS_PATH) if ip else None
+        try:
+            return WorkerStatus.model_validate(doc) if doc is not None else None
+        except ValidationError as err:
+            log.warning("worker %s answered a status that does not parse: %s", ip, err)
+            return None
+
+    def statuses(self, ips: Sequence[str | None]) -> list[WorkerStatus | None]:
         """Every worker's status, asked in parallel (one slow worker costs one timeout)."""
         return list(self._pool.map(self.status, ips))
 
-    def manifest(self, ip: str) -> Body | None:
+    def manifest(self, ip: str) -> ManifestInfo | None:
         """GET /v1/control/manifest of a holder: its digest and block table."""
+        doc = self._get(ip, "/v1/control/manifest")
         try:
-            code, doc = self._call(
-                "GET", f"http://{ip}:{c.WORKER_PORT}/v1/control/manifest", None, self.timeout_s
-            )
-        except (OSError, ValueError):
+            return ManifestInfo.model_validate(doc) if doc is not None else None
+        except ValidationError as err:
+            log.warning("worker %s answered a manifest that does not parse: %s", ip, err)
             return None
-        return doc if code == 200 and isinstance(doc, dict) else None
 
     def send(self, order: Order) -> Delivery:
         url = f"http://{order.address}{order.path}"

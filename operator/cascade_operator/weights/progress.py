@@ -21,7 +21,8 @@ from enum import StrEnum
 
 from cascade_api.base import Condition, ConditionStatus, set_condition
 from cascade_api.scaleplan import PlanPhase, ScalePlanSpec, ScalePlanStatus, TargetProgress
-from cascade_operator.workers import FAILED, TRANSFERRING, WorkerView
+from cascade_operator.weights.workers import WorkerView
+from cascade_protocol.status import WorkerPhase
 
 SUCCEEDED = "Succeeded"  # the plan's condition: Unknown while running, then True or False
 
@@ -103,7 +104,10 @@ def _target(
             first_complete_time=now,
             transfer_seconds=w.transfer_s,
         )
-    ours = w.phase in (TRANSFERRING, FAILED) and w.model_digest in (None, spec.model_digest)
+    ours = w.phase in (WorkerPhase.TRANSFERRING, WorkerPhase.FAILED) and w.model_digest in (
+        None,
+        spec.model_digest,
+    )
     return TargetProgress(
         pod=w.name,
         blocks_received=min(w.blocks_loaded, total) if ours else 0,
@@ -125,9 +129,9 @@ def outcome(
         return Outcome.GONE
     if w.holds(spec.model_digest):
         return Outcome.COMPLETE
-    if w.phase is None or w.phase == TRANSFERRING:
+    if w.phase is None or w.phase == WorkerPhase.TRANSFERRING:
         return Outcome.RECEIVING if w.phase else Outcome.WAITING
-    if w.phase == FAILED:
+    if w.phase == WorkerPhase.FAILED:
         return Outcome.FAILED
     started = status.start_time or now
     lost = now - started > timedelta(seconds=policy.dispatch_grace_s)
@@ -150,7 +154,9 @@ def verdict(
     # Targets that hold every block but still forward it (chain hops, NVLink leaders):
     # the plan ends when their transfers do, so their measured times are in the record.
     forwarding = [
-        p for p in by[Outcome.COMPLETE] if (w := workers.get(p)) and w.phase == TRANSFERRING
+        p
+        for p in by[Outcome.COMPLETE]
+        if (w := workers.get(p)) and w.phase == WorkerPhase.TRANSFERRING
     ]
     if len(by[Outcome.COMPLETE]) == len(spec.targets) and not forwarding:
         return Verdict(PlanPhase.COMPLETED, "AllTargetsComplete", _done(spec, status, now))

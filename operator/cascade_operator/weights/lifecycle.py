@@ -7,10 +7,12 @@ One tick, in order (each step a small function below):
    Pending: still valid? (targets need weights, sources hold them, no new target
    appeared) → dispatch (a TransferOrder per participant) and mark Running; else
    Cancelled (Superseded) so a new plan covers the new set. Running: aggregate the
-   targets' progress (plan_status.aggregate), decide the phase (plan_status.verdict) and
-   write the status only when the throttle says so (plan_status.should_patch).
+   targets' progress (progress.aggregate), decide the phase (progress.verdict) and
+   write the status only when the throttle says so (progress.should_patch).
 2. Orders that do not depend on a plan: serve every worker that holds the whole model
    with its engine off; load from storage when no copy exists (pool.py chose the pod).
+   The `Planned` condition says what the lifecycle waits for; its transitions are told
+   by the status assembler, like every other condition's.
 3. With no active plan: the targets are the workers that need weights (placed,
    reachable, not out of repair attempts). Targets of Failed plans come back here, so a
    repair is a new plan from the holders left, dead peers excluded, with its attempt
@@ -32,10 +34,13 @@ from typing import Any
 from cascade_api.base import Condition, ConditionStatus
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_api.scaleplan import Block, PlanPhase, ScalePlanSpec, ScalePlanStatus
-from cascade_operator.dispatch import LoadOrder, ServeOrder, TransferOrder, addressable
-from cascade_operator.dispatch import transfer_orders as orders_for
-from cascade_operator.plan_objects import PlanView, by_age, plan_manifest, plan_name
-from cascade_operator.plan_status import (
+from cascade_operator.events import PLANNED, EventNote
+from cascade_operator.observed import MdRef
+from cascade_operator.weights.orders import LoadOrder, ServeOrder, TransferOrder, addressable
+from cascade_operator.weights.orders import transfer_orders as orders_for
+from cascade_operator.weights.plans import PlanView, by_age, plan_manifest, plan_name
+from cascade_operator.weights.pool import PoolDecision
+from cascade_operator.weights.progress import (
     PlanPolicy,
     aggregate,
     ended,
@@ -44,15 +49,12 @@ from cascade_operator.plan_status import (
     verdict,
     with_condition,
 )
-from cascade_operator.plan_targets import Refusal, Targets, choose_targets, make_plan
-from cascade_operator.pool import PoolDecision
-from cascade_operator.reconcile import EventNote
-from cascade_operator.view import MdRef
-from cascade_operator.workers import LOADING, TRANSFERRING, WorkerView
+from cascade_operator.weights.targets import Refusal, Targets, choose_targets, make_plan
+from cascade_operator.weights.workers import WorkerView
 from cascade_planner import Topology
+from cascade_protocol.status import WorkerPhase
 
 Manifest = dict[str, Any]
-PLANNED = "Planned"  # the ModelDeployment condition this lifecycle owns
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,6 @@ class PlansInput:
     # The block table of pool.model_digest (GET /v1/control/manifest from the pod
     # `manifest_source` names); None when not fetched.
     blocks: Sequence[Block] | None = None
-    conditions: Sequence[Condition] = ()  # the deployment's status.conditions
 
 
 @dataclass(frozen=True)
@@ -178,16 +179,16 @@ def _invalid(spec: ScalePlanSpec, workers: dict[str, WorkerView], targets: Targe
         w = workers.get(pod)
         if w is None or not w.alive:
             return f"target {pod} is gone"
-        if w.phase is not None and not (w.needs_weights or w.phase == TRANSFERRING):
+        if w.phase is not None and not (w.needs_weights or w.phase == WorkerPhase.TRANSFERRING):
             return f"target {pod} is {w.phase}"
     for src in spec.sources:
         w = workers.get(src.pod)
         if w is None or not w.alive:
             return f"source {src.pod} is gone"
-        if w.phase is not None and not (w.complete or w.phase == TRANSFERRING):
+        if w.phase is not None and not (w.complete or w.phase == WorkerPhase.TRANSFERRING):
             return f"source {src.pod} no longer holds the model"
     pods = {s.pod for s in spec.sources} | set(spec.targets)
-    started = any(workers[p].phase == TRANSFERRING for p in pods)
+    started = any(workers[p].phase == WorkerPhase.TRANSFERRING for p in pods)
     extra = sorted(set(targets.pods) - pods)
     if extra and not started:
         return f"new targets {', '.join(extra)}"
@@ -265,7 +266,7 @@ def _new_plan(inp: PlansInput, out: PlanDecision, targets: Targets) -> None:
 
 
 def _loading(inp: PlansInput) -> bool:
-    return any(w.alive and w.phase == LOADING for w in inp.workers)
+    return any(w.alive and w.phase == WorkerPhase.LOADING for w in inp.workers)
 
 
 def _planned(inp: PlansInput, out: PlanDecision, ok: bool, reason: str, message: str) -> None:
@@ -277,10 +278,6 @@ def _planned(inp: PlansInput, out: PlanDecision, ok: bool, reason: str, message:
         message=message,
         observed_generation=inp.generation,
     )
-    before = next((c for c in inp.conditions if c.type == PLANNED), None)
-    changed = before is None or (before.status, before.reason) != (status, reason)
-    if not ok and changed:
-        out.events.append(EventNote("Warning", reason, f"{PLANNED}=False: {message}"))
 
 
 def _expired(plans: Sequence[PlanView], out: PlanDecision, policy: PlanPolicy) -> list[str]:

@@ -1,17 +1,29 @@
 """Typed, read-only views of what the operator observes in the API.
 
-Raw API objects are big nested dicts; the decision logic needs a handful of facts
-from each. Parsing them here keeps `reconcile` readable and testable with tiny inputs.
+Raw API objects are big nested dicts; the decisions need a handful of facts from each.
+Each kind of object is parsed here once (a pod by `PodView.of`, whatever decides about
+it), so "failed", "ready" or "placed" mean the same thing to the instance decisions,
+the status and the weight-moving half.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from cascade_api import constants as c
 
 Body = dict[str, Any]
+
+# How a worker pod gets its weights (annotation START_ANNOTATION, env CASCADE_SERVE):
+# STORAGE loads the checkpoint itself at start (the first instance: no copy exists);
+# AWAIT starts idle and unready, and the operator streams it weights along a ScalePlan.
+START_ANNOTATION = f"{c.GROUP}/start"
+START_STORAGE, START_AWAIT = "storage", "await"
+# Set by the operator on pods designated to keep a host copy of the weights, so the
+# parameter pool is rebuilt from the API after an operator restart.
+HOST_COPY_ANNOTATION = f"{c.GROUP}/host-copy"
 
 
 @dataclass(frozen=True)
@@ -38,15 +50,33 @@ class PodView:
     terminating: bool
     crash_looping: bool = False
     unschedulable: str | None = None  # the scheduler's message when it cannot place the pod
-    blocks_loaded: int = 0
+    ip: str | None = None  # status.podIP; the worker's control and data addresses
+    uid: str = ""
+    created: datetime | None = None  # creationTimestamp: tells a fresh pod from a reused name
+    start: str = ""  # START_STORAGE | START_AWAIT (annotation); "" when not set
+    host_copy: bool = False  # designated to keep a host copy (annotation)
 
     @property
     def failed(self) -> bool:
         return self.phase in ("Failed", "Succeeded") or self.crash_looping
 
+    @property
+    def running(self) -> bool:
+        """Runs and has an address: its worker may be asked what it holds."""
+        return (
+            self.phase == "Running" and not self.terminating and not self.failed and bool(self.ip)
+        )
+
+    @property
+    def starting(self) -> bool:
+        """Not running yet (unscheduled, pulling, no IP), and not on its way out."""
+        if self.terminating or self.failed:
+            return False
+        return self.phase == "Pending" or (self.phase == "Running" and not self.ip)
+
     @classmethod
     def of(cls, body: Body) -> PodView:
-        meta, spec, status = body["metadata"], body.get("spec", {}), body.get("status") or {}
+        meta, spec, status = body["metadata"], body.get("spec") or {}, body.get("status") or {}
         conds = {cond["type"]: cond for cond in status.get("conditions") or []}
         scheduled = conds.get("PodScheduled", {})
         waiting = [
@@ -65,7 +95,11 @@ class PodView:
             unschedulable=scheduled.get("message") or "unschedulable"
             if scheduled.get("reason") == "Unschedulable"
             else None,
-            blocks_loaded=int(annotations.get(f"{c.GROUP}/blocks-loaded", "0") or 0),
+            ip=status.get("podIP") or None,
+            uid=str(meta.get("uid") or ""),
+            created=parse_time(meta.get("creationTimestamp")),
+            start=str(annotations.get(START_ANNOTATION) or ""),
+            host_copy=annotations.get(HOST_COPY_ANNOTATION) == "true",
         )
 
 
@@ -75,6 +109,14 @@ def _index(name: str, annotations: dict[str, str]) -> int:
         return int(raw)
     except ValueError:
         return -1
+
+
+def parse_time(raw: Any) -> datetime | None:
+    if isinstance(raw, datetime):
+        return raw
+    if not raw:
+        return None
+    return datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
 
 
 @dataclass(frozen=True)
@@ -95,14 +137,18 @@ class GatewayView:
 
 @dataclass(frozen=True)
 class Observed:
-    """Everything one reconcile looks at, gathered by the handler before deciding."""
+    """Everything the instance decisions look at, gathered before deciding."""
 
     ref: MdRef
     generation: int
-    spec: Body
-    status: Body
+    status: Body  # the stored status, as the API returned it
     pods: list[PodView] = field(default_factory=list)
     gateway: GatewayView = field(default_factory=GatewayView)
     # Pods that hold a host copy of the weights (pool.PoolDecision.protected()):
     # scale-down gives them up last.
     protected: frozenset[str] = frozenset()
+
+    @property
+    def spec_changed(self) -> bool:
+        """The spec moved since the status was last written for it."""
+        return (self.status or {}).get("observedGeneration") != self.generation

@@ -20,11 +20,12 @@ from datetime import datetime, timedelta
 
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_api.scaleplan import Block, PlanPhase, PlanStrategy, ScalePlanSpec
-from cascade_operator.plan_objects import PlanView, by_age
-from cascade_operator.plan_status import PlanPolicy, timeout
-from cascade_operator.pool import PoolDecision
-from cascade_operator.workers import TRANSFERRING, WorkerView
+from cascade_operator.weights.plans import PlanView, by_age
+from cascade_operator.weights.pool import PoolDecision
+from cascade_operator.weights.progress import PlanPolicy, timeout
+from cascade_operator.weights.workers import WorkerView
 from cascade_planner import PlanningError, PlanRequest, Topology, plan
+from cascade_protocol.status import WorkerPhase
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,11 @@ def choose_targets(
     for w in sorted(workers, key=lambda w: w.name):
         if w.needs_weights and w.node and w.ip and w.name != pool.load_from_storage:
             (replace if tries.get(w.name, 0) > policy.max_repairs else pods).append(w.name)
-        elif w.phase == TRANSFERRING and w.name not in busy and _orphaned(w, plans, now, policy):
+        elif (
+            w.phase == WorkerPhase.TRANSFERRING
+            and w.name not in busy
+            and _orphaned(w, plans, now, policy)
+        ):
             replace.append(w.name)
     gather = timedelta(seconds=policy.gather_s)
     # Young pods not yet placed, or running but with a control API not up yet.

@@ -1,0 +1,111 @@
+"""The one place a ModelDeployment's status is assembled.
+
+A reconcile has two deciders (instances.py for pods and the gateway, the weights
+lifecycle for plans); each contributes facts, and `assemble` merges them once into a
+typed status: counts and instances from the pods (blocks held from each worker's own
+status), `Available`/`Progressing`/`Degraded` from conditions.py, `Planned` and
+`currentPlan` from the lifecycle. Transition events are computed here, once, over every
+condition (events.transition_events). Pure: `now` passed in; the same facts give the
+same status, so a repeated reconcile writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cascade_api.base import Condition, set_condition
+from cascade_api.modeldeployment import InstanceStatus, ModelDeploymentStatus
+from cascade_operator.conditions import available, degraded, instance_phase, progressing
+from cascade_operator.events import EventNote, transition_events
+from cascade_operator.observed import GatewayView, PodView
+from cascade_operator.spec import ParsedSpec
+
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PlanState:
+    """What the weight-moving lifecycle contributes to the deployment's status."""
+
+    planned: Condition | None  # the Planned condition (None: leave it as it is)
+    current_plan: str | None  # the ScalePlan in flight
+
+
+@dataclass(frozen=True)
+class StatusInput:
+    previous: ModelDeploymentStatus  # as stored
+    generation: int
+    parsed: ParsedSpec
+    pods: Sequence[PodView]
+    gateway: GatewayView
+    selector: str  # the /scale subresource's label selector
+    endpoint: str  # the gateway's in-cluster URL
+    # pod -> blocks its worker holds (GET /v1/status); a pod whose worker did not
+    # answer this tick is absent and keeps the figure last written.
+    blocks: Mapping[str, int] = field(default_factory=dict)
+    plans: PlanState | None = None  # None: the lifecycle did not run (invalid spec)
+
+
+@dataclass(frozen=True)
+class StatusUpdate:
+    status: ModelDeploymentStatus
+    events: list[EventNote]
+
+    def patch(self, stored: Manifest) -> Manifest | None:
+        """The merge patch from the stored status to this one (None: nothing changed).
+        A field that became empty is sent as an explicit null, or the merge keeps it."""
+        old = ModelDeploymentStatus.model_validate(stored or {}).to_api()
+        new = self.status.to_api()
+        if new == old:
+            return None
+        return new | {key: None for key in old if key not in new}
+
+
+def assemble(inp: StatusInput, now: datetime) -> StatusUpdate:
+    spec, gen = inp.parsed.accepted, inp.generation
+    alive = [p for p in inp.pods if not p.terminating]
+    ready = sum(p.ready for p in alive)
+    loading = sum(1 for p in alive if not p.ready and not p.failed)
+    new = [
+        available(spec, inp.gateway, ready, gen),
+        progressing(spec, alive, gen),
+        degraded(inp.parsed.problems, alive, gen),
+    ]
+    current_plan = inp.previous.current_plan
+    if inp.plans is not None:
+        current_plan = inp.plans.current_plan
+        if inp.plans.planned is not None:
+            new.append(inp.plans.planned)
+    conditions = list(inp.previous.conditions)
+    for cond in new:
+        conditions = set_condition(conditions, cond, now)
+    status = inp.previous.model_copy(
+        update={
+            "observed_generation": gen,
+            "replicas": len(alive),
+            "ready_replicas": ready,
+            "loading_replicas": loading,
+            "selector": inp.selector,
+            "conditions": conditions,
+            "instances": _instances(inp),
+            "current_plan": current_plan,
+            "endpoint": inp.endpoint,
+        }
+    )
+    return StatusUpdate(status, transition_events(inp.previous.conditions, conditions))
+
+
+def _instances(inp: StatusInput) -> list[InstanceStatus]:
+    before = {i.pod: i.blocks_loaded for i in inp.previous.instances}
+    return [
+        InstanceStatus(
+            pod=p.name,
+            node=p.node,
+            phase=instance_phase(p),
+            blocks_loaded=inp.blocks.get(p.name, before.get(p.name, 0)),
+        )
+        for p in sorted(inp.pods, key=lambda p: (p.index, p.name))
+    ]

@@ -1,0 +1,156 @@
+"""The controller's reconcile against an in-memory API server and workers: one read of
+everything, both deciders, one status write, events told once, no churn when nothing
+changed, and blocksLoaded from each worker's own status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operator_fixtures import MODEL_URI, REF, FakeCluster, FakeWorkers
+
+from cascade_api import constants as c
+from cascade_operator.config import OperatorConfig
+from cascade_operator.controller import Controller
+from cascade_protocol.status import WorkerStatus
+
+B = 8
+
+
+def world(replicas: int, **spec: Any) -> tuple[Controller, FakeCluster, FakeWorkers]:
+    cluster, workers = FakeCluster(), FakeWorkers()
+    cluster.add(
+        c.MD_KIND,
+        {
+            "apiVersion": c.API_VERSION,
+            "kind": c.MD_KIND,
+            "metadata": {"name": REF.name, "namespace": REF.namespace, "generation": 1},
+            "spec": {"model": {"uri": MODEL_URI}, "replicas": replicas, **spec},
+        },
+    )
+    controller = Controller(cluster, OperatorConfig(), workers)  # type: ignore[arg-type]
+    return controller, cluster, workers
+
+
+def reconcile(controller: Controller) -> None:
+    controller.reconcile(REF.namespace, REF.name)
+
+
+def status(cluster: FakeCluster) -> dict[str, Any]:
+    body = cluster.get_md(REF.namespace, REF.name)
+    assert body is not None
+    return dict(body.get("status") or {})
+
+
+def run_pod(cluster: FakeCluster, name: str, ip: str, *, ready: bool) -> None:
+    """What the kubelet does: place the pod, start it, report readiness."""
+    pod = cluster.objects[("Pod", REF.namespace, name)]
+    pod["spec"]["nodeName"] = "n" + name.rsplit("-", 1)[-1]
+    ready_cond = {"type": "Ready", "status": "True" if ready else "False"}
+    pod["status"] = {"phase": "Running", "podIP": ip, "conditions": [ready_cond]}
+
+
+def conditions(cluster: FakeCluster) -> dict[str, dict[str, Any]]:
+    return {cond["type"]: cond for cond in status(cluster)["conditions"]}
+
+
+def test_first_reconcile_creates_pods_gateway_and_a_status() -> None:
+    controller, cluster, _ = world(2)
+    reconcile(controller)
+    pods = cluster.list_pods(REF.namespace, "")
+    assert [p["metadata"]["name"] for p in pods] == ["llama-0", "llama-1"]
+    assert [p["metadata"]["annotations"]["cascade.dev/start"] for p in pods] == [
+        "storage",
+        "await",
+    ]
+    kinds = {k for k, ns, name in cluster.objects if name == "llama-gateway"}
+    assert kinds == {"Deployment", "Service", "ServiceAccount", "Role", "RoleBinding"}
+    got = status(cluster)  # what existed when it looked: nothing yet
+    assert (got["observedGeneration"], got["replicas"], got["readyReplicas"]) == (1, 0, 0)
+    assert conditions(cluster)["Progressing"]["reason"] == "ScalingUp"
+    assert [e.reason for e in cluster.events][:1] == ["ScalingUp"]
+    reconcile(controller)
+    assert status(cluster)["replicas"] == 2
+    assert conditions(cluster)["Progressing"]["reason"] == "InstancesLoading"
+    assert len(cluster.list_pods(REF.namespace, "")) == 2  # no duplicates on a repeat
+
+
+def test_instances_show_the_blocks_each_worker_holds_and_a_plan_streams_to_the_new_one() -> None:
+    controller, cluster, workers = world(2)
+    reconcile(controller)
+    run_pod(cluster, "llama-0", "10.0.0.1", ready=True)
+    run_pod(cluster, "llama-1", "10.0.0.2", ready=False)
+    workers.by_ip["10.0.0.1"] = WorkerStatus(
+        pod="llama-0",
+        phase="ready",
+        engine="serving",
+        model_digest="m1",
+        blocks_loaded=B,
+        blocks_total=B,
+    )
+    workers.by_ip["10.0.0.2"] = WorkerStatus(pod="llama-1", phase="idle")
+    reconcile(controller)
+    got = status(cluster)
+    assert [(i["pod"], i["blocksLoaded"]) for i in got["instances"]] == [
+        ("llama-0", B),
+        ("llama-1", 0),
+    ]
+    plans = cluster.list_scaleplans(REF.namespace, "")
+    assert len(plans) == 1 and plans[0]["spec"]["targets"] == ["llama-1"]
+    assert got["currentPlan"] == plans[0]["metadata"]["name"]
+    assert conditions(cluster)["Planned"]["reason"] == "PlanCreated"
+    assert "ScalePlanCreated" in [e.reason for e in cluster.events]
+    # The target reports progress: the next reconcile shows it in the status.
+    workers.by_ip["10.0.0.2"] = WorkerStatus(
+        pod="llama-1", phase="transferring", model_digest="m1", blocks_loaded=3, blocks_total=B
+    )
+    reconcile(controller)
+    assert [i["blocksLoaded"] for i in status(cluster)["instances"]] == [B, 3]
+    # A worker that does not answer keeps its last figure rather than dropping to 0.
+    del workers.by_ip["10.0.0.2"]
+    reconcile(controller)
+    assert [i["blocksLoaded"] for i in status(cluster)["instances"]] == [B, 3]
+
+
+def test_a_converged_deployment_writes_nothing_and_tells_nothing() -> None:
+    controller, cluster, workers = world(1)
+    reconcile(controller)
+    run_pod(cluster, "llama-0", "10.0.0.1", ready=True)
+    cluster.objects[("Deployment", REF.namespace, "llama-gateway")]["status"] = {
+        "availableReplicas": 1
+    }
+    workers.by_ip["10.0.0.1"] = WorkerStatus(
+        pod="llama-0",
+        phase="ready",
+        engine="serving",
+        model_digest="m1",
+        blocks_loaded=B,
+        blocks_total=B,
+    )
+    reconcile(controller)
+    assert conditions(cluster)["Available"]["status"] == "True"
+    writes, told = cluster.status_writes, len(cluster.events)
+    reconcile(controller)
+    reconcile(controller)
+    assert (cluster.status_writes, len(cluster.events)) == (writes, told)
+
+
+def test_an_invalid_spec_keeps_the_pods_and_says_which_field() -> None:
+    controller, cluster, _ = world(1)
+    reconcile(controller)
+    body = cluster.get_md(REF.namespace, REF.name)
+    assert body is not None
+    body["spec"]["scaling"] = {"minReplicas": 3, "maxReplicas": 2}
+    body["spec"]["replicas"] = 3
+    body["metadata"]["generation"] = 2
+    reconcile(controller)
+    assert [p["metadata"]["name"] for p in cluster.list_pods(REF.namespace, "")] == ["llama-0"]
+    degraded = conditions(cluster)["Degraded"]
+    assert degraded["reason"] == "InvalidSpec" and "spec.scaling" in degraded["message"]
+    assert ("Warning", "InvalidSpec") in [(e.type, e.reason) for e in cluster.events]
+
+
+def test_a_deleted_deployment_is_left_alone() -> None:
+    controller, cluster, _ = world(1)
+    cluster.objects.clear()
+    reconcile(controller)  # gone between the event and the reconcile: nothing to do
+    assert cluster.objects == {}
