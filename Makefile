@@ -5,7 +5,7 @@ NODES ?= 4
 EXAMPLE ?= examples/01-minimal
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup crds lint test test-unit test-integration test-helm demo down clean
+.PHONY: setup crds lint test test-unit test-integration test-helm test-packaging demo down clean
 
 setup:
 	bash hack/setup.sh
@@ -30,6 +30,10 @@ test-integration: setup
 
 test-helm: setup
 	$(BIN)/pytest -m helm -q
+
+# Resolves '.[gateway]', '.[operator]', '.[worker]' into a fresh venv with pip (PyPI).
+test-packaging: setup
+	$(BIN)/pytest -m packaging -q
 
 demo: setup
 	bash hack/demo.sh $(NODES) $(EXAMPLE)

@@ -18,8 +18,10 @@
 #   CASCADE_E2E_NODE_IMAGE     kind node image                (kind's default)
 #   CASCADE_E2E_REGISTRY       image repository prefix        (ghcr.io/cascade-dev)
 #   CASCADE_E2E_TAG            image tag                      (e2e)
-#   CASCADE_E2E_TORCH_VERSION  torch in the worker image; empty: none, a much smaller
-#                              image that still serves everything this release does (2.13.0)
+#   CASCADE_E2E_TORCH_INDEX_URL  index of the worker image's torch build; empty: PyPI's
+#                              default, with CUDA libraries (several GB)
+#                              (https://download.pytorch.org/whl/cpu: the small CPU build,
+#                              which runs the engine on kind's GPU-less nodes)
 #   CASCADE_E2E_GPUS           fake GPUs per worker node      (8)
 #   CASCADE_E2E_EXAMPLE        manifest to apply              (examples/01-minimal/modeldeployment.yaml)
 #   CASCADE_E2E_TIMEOUT        wait for Available             (10m)
@@ -31,7 +33,7 @@ CLUSTER="${CASCADE_E2E_CLUSTER:-cascade-e2e}"
 NODE_IMAGE="${CASCADE_E2E_NODE_IMAGE:-}"
 REGISTRY="${CASCADE_E2E_REGISTRY:-ghcr.io/cascade-dev}"
 TAG="${CASCADE_E2E_TAG:-e2e}"
-TORCH_VERSION="${CASCADE_E2E_TORCH_VERSION-2.13.0}"
+TORCH_INDEX_URL="${CASCADE_E2E_TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}"
 GPUS="${CASCADE_E2E_GPUS:-8}"
 EXAMPLE="${CASCADE_E2E_EXAMPLE:-examples/01-minimal/modeldeployment.yaml}"
 TIMEOUT="${CASCADE_E2E_TIMEOUT:-10m}"
@@ -124,7 +126,7 @@ build_images() {
     log "building $(image "${component}")"
     args=(build -f "Dockerfile.${component}" -t "$(image "${component}")")
     if [[ "${component}" == worker ]]; then
-      args+=(--build-arg "TORCH_VERSION=${TORCH_VERSION}")
+      args+=(--build-arg "TORCH_INDEX_URL=${TORCH_INDEX_URL}")
     fi
     docker "${args[@]}" .
   done

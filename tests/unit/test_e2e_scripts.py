@@ -102,7 +102,7 @@ esac""",
     )
     out = subprocess.run(
         ["bash", str(KIND_SH)],
-        env={**env, "CASCADE_E2E_GPUS": "4", "CASCADE_E2E_TORCH_VERSION": ""},
+        env={**env, "CASCADE_E2E_GPUS": "4"},
         capture_output=True,
         text=True,
         timeout=60,
@@ -118,7 +118,7 @@ esac""",
         f"kubectl {ctx} patch node w2 --subresource=status --type=json",
         "docker build -f Dockerfile.operator -t ghcr.io/cascade-dev/cascade-operator:e2e",
         "docker build -f Dockerfile.worker -t ghcr.io/cascade-dev/cascade-worker:e2e "
-        "--build-arg TORCH_VERSION= .",
+        "--build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu .",
         "docker build -f Dockerfile.gateway -t ghcr.io/cascade-dev/cascade-gateway:e2e",
         "kind load docker-image --name cascade-e2e ghcr.io/cascade-dev/cascade-worker:e2e",
         "helm upgrade --install cascade charts/cascade --kube-context kind-cascade-e2e",
