@@ -19,7 +19,7 @@ from typing import Any
 
 from cascade_gateway import fields
 from cascade_gateway.errors import ApiError, bad_request, model_not_found
-from cascade_worker.engine.protocol import GenerateRequest, RequestClass, SamplingParams
+from cascade_protocol.generate import GenerateRequest, RequestClass, SamplingParams
 
 # OpenAI's default for /v1/completions.
 DEFAULT_COMPLETION_MAX_TOKENS = 16

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cascade_gateway.api_request import Endpoint, Job
-from cascade_worker.engine.protocol import FinishReason, GenerateChunk
+from cascade_protocol.generate import FinishReason, GenerateChunk
 
 # Finish reasons a worker reports that OpenAI clients know; others are failures.
 OPENAI_FINISH = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length"}

@@ -21,7 +21,7 @@ import aiohttp
 
 from cascade_gateway.router import BackendView
 from cascade_gateway.upstream import fetch_load
-from cascade_worker.engine.protocol import LoadReport
+from cascade_protocol.load import LoadReport
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cascade_api.constants import GATEWAY_PORT
-from cascade_worker.config import add_serving_args, int_at_least, parse_seconds
+from cascade_protocol.cli_args import add_serving_args, int_at_least, parse_seconds
 
 DISCOVERY_STATIC = "static"
 DISCOVERY_KUBERNETES = "kubernetes"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from cascade_gateway import errors, upstream
 from cascade_gateway.api_request import Job
 from cascade_gateway.runtime import Gateway
-from cascade_worker.engine.protocol import GenerateChunk, GenerateRequest
+from cascade_protocol.generate import GenerateChunk, GenerateRequest
 
 log = logging.getLogger(__name__)
 

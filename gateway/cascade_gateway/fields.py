@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cascade_gateway.errors import bad_request
-from cascade_worker.engine.protocol import ChatMessage
+from cascade_protocol.generate import ChatMessage
 
 
 def optional_int(body: Mapping[str, Any], name: str, *, minimum: int | None = None) -> int | None:

@@ -46,7 +46,7 @@ from cascade_gateway.api_response import (
 from cascade_gateway.runtime import Gateway
 from cascade_gateway.scheduler import QueueFull
 from cascade_gateway.upstream import Rejected
-from cascade_worker.engine.protocol import RequestClass
+from cascade_protocol.generate import RequestClass
 
 log = logging.getLogger(__name__)
 

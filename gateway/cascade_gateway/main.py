@@ -14,7 +14,7 @@ Backends are worker URLs (static flags, or the deployment's worker pods when
 a second (backends.py). Endpoints (port $CASCADE_GATEWAY_PORT, default 8000, bound to
 $POD_IP when set): ``POST /v1/completions``, ``POST /v1/chat/completions`` (stream and
 non-stream), ``GET /v1/models``, ``GET /v1/load`` (the gateway's aggregate load report
-for the autoscaler), and from :mod:`cascade_worker.health` ``/healthz``, ``/readyz``
+for the autoscaler), and from :mod:`cascade_protocol.service` ``/healthz``, ``/readyz``
 (200 only while some backend is ready and the gateway is not draining) and ``/metrics``.
 On SIGTERM new requests get 503 while accepted ones finish within the drain grace.
 """
@@ -41,8 +41,9 @@ from cascade_gateway.metrics import register_metrics
 from cascade_gateway.router import ready_count, routable
 from cascade_gateway.runtime import Gateway, readiness_gate
 from cascade_gateway.scheduler import Scheduler
-from cascade_worker.engine.protocol import RequestClass
-from cascade_worker.health import Health, create_app, new_registry, serve, setup_logging
+from cascade_protocol.generate import RequestClass
+from cascade_protocol.load import LOAD_PATH
+from cascade_protocol.service import Health, create_app, new_registry, serve, setup_logging
 
 log = logging.getLogger("cascade_gateway")
 
@@ -166,7 +167,7 @@ def build_app(config: GatewayConfig, *, created: int | None = None) -> web.Appli
     app = create_app(registry, health)
     app[GATEWAY_KEY] = gw
     app.router.add_get("/v1/models", _models)
-    app.router.add_get("/v1/load", _load)
+    app.router.add_get(LOAD_PATH, _load)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.cleanup_ctx.append(_background)

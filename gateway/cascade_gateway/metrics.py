@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from cascade_gateway.config import GatewayConfig
 from cascade_gateway.loadreport import RecentWindow
-from cascade_worker.engine.protocol import RequestClass
+from cascade_protocol.generate import RequestClass
 
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from cascade_gateway.router import BackendView, capacity, pick_backend, routable
-from cascade_worker.engine.protocol import RequestClass
+from cascade_protocol.generate import RequestClass
 
 # Service order: earlier classes are always served first.
 CLASS_ORDER: tuple[RequestClass, ...] = (RequestClass.INTERACTIVE, RequestClass.BATCH)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from cascade_worker.engine.protocol import LoadReport
+from cascade_protocol.load import LoadReport
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from cascade_gateway.config import GatewayConfig
 from cascade_gateway.metrics import GatewayMetrics
 from cascade_gateway.router import context_length, ready_count
 from cascade_gateway.scheduler import Scheduler
-from cascade_worker.health import Health
+from cascade_protocol.service import Health
 
 
 def readiness_gate(pool: BackendPool) -> Callable[[], str | None]:

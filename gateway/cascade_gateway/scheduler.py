@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from cascade_gateway.backends import BackendPool
 from cascade_gateway.policy import Waiter, assign, over_limit, service_order
 from cascade_gateway.router import next_wakeup
-from cascade_worker.engine.protocol import RequestClass
+from cascade_protocol.generate import RequestClass
 
 
 class QueueFull(Exception):

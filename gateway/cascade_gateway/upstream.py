@@ -21,7 +21,8 @@ from collections.abc import AsyncGenerator
 
 import aiohttp
 
-from cascade_worker.engine.protocol import FinishReason, GenerateChunk, GenerateRequest, LoadReport
+from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
+from cascade_protocol.load import LOAD_PATH, LoadReport
 
 # How long a backend is skipped after a failure: a full queue (429) clears fast; a
 # broken or draining backend is re-admitted by its next good load poll anyway.
@@ -48,7 +49,9 @@ class Failed(Exception):
 
 
 async def fetch_load(session: aiohttp.ClientSession, url: str, timeout: float) -> LoadReport:
-    async with session.get(f"{url}/v1/load", timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+    async with session.get(
+        f"{url}{LOAD_PATH}", timeout=aiohttp.ClientTimeout(total=timeout)
+    ) as resp:
         resp.raise_for_status()
         return LoadReport.model_validate_json(await resp.read())
 

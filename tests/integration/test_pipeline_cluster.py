@@ -91,7 +91,7 @@ def test_three_process_pipeline_returns_one_process_tokens(cluster: Namespace) -
     doc = until("head serving", head, lambda d: d["engine"] in ("serving", "failed"))
     assert doc["engine"] == "serving", doc
     assert doc["layers"] == [0, 4]
-    assert doc["pipeline"] == {"stages": addresses, "local_layers": [0, 1]}
+    assert doc["pipeline"] == {"stages": addresses, "localLayers": [0, 1]}
 
     piped = greedy(head)
     print(f"one process: {expected}\n3-process pipeline: {piped}")

@@ -148,7 +148,7 @@ def test_scale_1_to_6_streams_weights_along_one_plan(
     for pod in ns.ready_pods(MD)[1:]:
         assert serve_mode(pod) == "await"  # it never read the checkpoint
         st = worker_status(pod)
-        assert st["bytes_received"] > 0 and st["last_transfer"]["complete"], st
+        assert st["bytesReceived"] > 0 and st["lastTransfer"]["complete"], st
         assert tokens(pod) == reference
     md = json.loads(ns.kubectl("get", "md", MD, "-o", "json"))
     planned = next(c for c in md["status"]["conditions"] if c["type"] == "Planned")

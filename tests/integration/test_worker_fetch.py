@@ -62,8 +62,8 @@ def test_pod_fetches_model_from_peer_pod(cluster: Namespace, tmp_path: Path) -> 
     )
     sa, sb = http("GET", f"{a}/v1/status")[1], http("GET", f"{b}/v1/status")[1]
     assert sb["phase"] == "ready", sb
-    assert sb["model_digest"] == sa["model_digest"]
-    assert sb["last_transfer"]["missing"] == [] and sb["bytes_received"] > 0
+    assert sb["modelDigest"] == sa["modelDigest"]
+    assert sb["lastTransfer"]["missing"] == [] and sb["bytesReceived"] > 0
     ma, mb = http("GET", f"{a}/v1/control/manifest")[1], http("GET", f"{b}/v1/control/manifest")[1]
     assert [blk["checksum"] for blk in ma["blocks"]] == [blk["checksum"] for blk in mb["blocks"]]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cascade_protocol.generate import GenerateChunk, GenerateRequest, SamplingParams
 from cascade_worker.engine.engine import LLMEngine
-from cascade_worker.engine.protocol import GenerateChunk, GenerateRequest, SamplingParams
 from cascade_worker.model.checkpoint import write_checkpoint
 from cascade_worker.model.spec import ModelSpec
 

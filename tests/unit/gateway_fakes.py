@@ -22,12 +22,8 @@ from cascade_gateway.config import GatewayConfig
 from cascade_gateway.handlers import GATEWAY_KEY
 from cascade_gateway.main import build_app
 from cascade_gateway.runtime import Gateway
-from cascade_worker.engine.protocol import (
-    FinishReason,
-    GenerateChunk,
-    GenerateRequest,
-    LoadReport,
-)
+from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
+from cascade_protocol.load import LoadReport
 
 MODEL = "tiny-llama"
 

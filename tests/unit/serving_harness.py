@@ -16,15 +16,10 @@ from typing import Any
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 
+from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control import CONTROL_KEY
-from cascade_worker.engine.protocol import (
-    EngineStats,
-    FinishReason,
-    GenerateChunk,
-    GenerateRequest,
-    RequestRejected,
-)
+from cascade_worker.engine.protocol import EngineStats, RequestRejected
 from cascade_worker.main import build_app
 from cascade_worker.serving.api import SERVING_KEY
 from cascade_worker.serving.factory import EngineOptions

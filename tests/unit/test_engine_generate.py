@@ -11,19 +11,19 @@ from pathlib import Path
 import pytest
 from engine_harness import PROMPTS, drain, greedy, make_model, request, text, token_ids
 
+from cascade_protocol.generate import (
+    ChatMessage,
+    FinishReason,
+    GenerateRequest,
+    RequestClass,
+    SamplingParams,
+)
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.engine import LLMEngine
 from cascade_worker.engine.executor import LocalExecutor
 from cascade_worker.engine.kv_blocks import CacheConfig
-from cascade_worker.engine.protocol import (
-    ChatMessage,
-    FinishReason,
-    GenerateRequest,
-    RequestClass,
-    RequestRejected,
-    SamplingParams,
-)
+from cascade_worker.engine.protocol import RequestRejected
 from cascade_worker.engine.stage import StageModel
 
 NEW = 16

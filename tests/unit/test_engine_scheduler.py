@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from cascade_protocol.generate import RequestClass
 from cascade_worker.engine.kv_blocks import BlockAllocator, CacheConfig, blocks_for
-from cascade_worker.engine.protocol import RequestClass
 from cascade_worker.engine.scheduler import Scheduler, SchedulerOutput
 
 INTER, BATCH = RequestClass.INTERACTIVE, RequestClass.BATCH

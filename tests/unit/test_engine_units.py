@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import torch
 
+from cascade_protocol.generate import SamplingParams
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.executor import split_ranges
-from cascade_worker.engine.protocol import SamplingParams
 from cascade_worker.engine.sampling import SamplerState, sample, top_p_filter
 from cascade_worker.model.spec import ModelSpec, hf_config
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cascade_gateway.config import GatewayConfig, load_config, parse_backends
-from cascade_worker.config import DEFAULT_DRAIN_SECONDS
+from cascade_protocol.cli_args import DEFAULT_DRAIN_SECONDS
 
 
 def test_defaults() -> None:

@@ -18,8 +18,8 @@ import pytest
 from gateway_fakes import MODEL, FakeWorker, Running, gateway_config, running, sse_events
 
 from cascade_gateway.main import build_app
-from cascade_worker.engine.protocol import RequestClass
-from cascade_worker.health import serve
+from cascade_protocol.generate import RequestClass
+from cascade_protocol.service import serve
 
 INTERACTIVE, BATCH = RequestClass.INTERACTIVE, RequestClass.BATCH
 

@@ -15,7 +15,7 @@ import openai
 import pytest
 from gateway_fakes import MODEL, FakeWorker, Running, running
 
-from cascade_worker.engine.protocol import ChatMessage
+from cascade_protocol.generate import ChatMessage
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -17,7 +17,7 @@ from cascade_gateway.api_response import (
     usage_chunk,
 )
 from cascade_gateway.errors import ApiError
-from cascade_worker.engine.protocol import GenerateChunk, RequestClass
+from cascade_protocol.generate import GenerateChunk, RequestClass
 
 LIMITS = Limits(models=frozenset({"m"}), max_model_len=32)
 

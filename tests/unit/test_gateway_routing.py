@@ -18,7 +18,8 @@ from cascade_gateway.router import (
     routable,
 )
 from cascade_gateway.scheduler import QueueFull, Scheduler
-from cascade_worker.engine.protocol import LoadReport, RequestClass
+from cascade_protocol.generate import RequestClass
+from cascade_protocol.load import LoadReport
 
 INTERACTIVE, BATCH = RequestClass.INTERACTIVE, RequestClass.BATCH
 

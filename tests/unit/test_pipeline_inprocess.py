@@ -25,10 +25,10 @@ from pipeline_harness import (
     ucx_notifier,
 )
 
+from cascade_protocol.generate import FinishReason
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.kv_blocks import CacheConfig
-from cascade_worker.engine.protocol import FinishReason
 from cascade_worker.engine.stage import StageModel
 from cascade_worker.pipeline.executor import PipelineError
 from cascade_worker.pipeline.head import head_engine

@@ -28,8 +28,8 @@ from pipeline_harness import (
     ucx_notifier,
 )
 
+from cascade_protocol.generate import FinishReason
 from cascade_worker.blocks.store import BlockStore
-from cascade_worker.engine.protocol import FinishReason
 from cascade_worker.pipeline.head import head_engine
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx]

@@ -30,7 +30,7 @@ def test_serve_then_drain_flips_status_and_readiness() -> None:
             status, body = await w.call("POST", "/v1/control/serve", {"maxBatch": 2})
             assert status == 202 and body["action"] == "serve"
             doc = await w.wait_engine("serving")
-            assert doc["serving"] is True and doc["max_batch"] == 2
+            assert doc["serving"] is True and doc["maxBatch"] == 2
             assert (doc["running"], doc["waiting"], doc["layers"]) == (0, 0, [0, 4])
             assert w.factory.options == [
                 EngineOptions(max_batch=2, max_model_len=256, device="cpu")
@@ -89,7 +89,7 @@ def test_factory_failure_shows_in_status_and_readiness() -> None:
             w.hold_model()
             assert (await w.call("POST", "/v1/control/serve", {}))[0] == 202
             doc = await w.wait_engine("failed")
-            assert "no GPU here" in doc["engine_error"]
+            assert "no GPU here" in doc["engineError"]
             status, text = await w.call("GET", "/readyz")
             assert status == 503 and "no GPU here" in text
             factory.fail = None
@@ -110,7 +110,7 @@ def test_a_dead_engine_is_not_ready_and_can_be_drained_and_replaced() -> None:
             status, lines = await w.generate(request("r1"))
             assert lines[-1]["finish_reason"] == "error"
             doc = await w.wait_engine("failed")
-            assert "exploded" in doc["engine_error"]
+            assert "exploded" in doc["engineError"]
             status, text = await w.call("GET", "/readyz")
             assert status == 503 and "exploded" in text
             assert (await w.call("POST", "/v1/control/drain", {}))[0] == 202
@@ -222,7 +222,7 @@ def test_the_real_engine_behind_the_api(tmp_path: Path) -> None:
         async with worker(default_engine_factory, serve_on_start=True, **config) as w:
             doc = await w.wait_engine("serving", "failed", timeout=60)
             assert doc["engine"] == "serving", doc
-            assert (doc["max_batch"], doc["max_model_len"]) == (2, 64)
+            assert (doc["maxBatch"], doc["maxModelLen"]) == (2, 64)
             bodies = [
                 {"request_id": f"r{i}", "prompt": "Hello there", "params": greedy} for i in range(3)
             ]
@@ -253,7 +253,7 @@ def test_serve_on_start_without_a_model_is_not_ready() -> None:
     async def go() -> None:
         async with worker(serve_on_start=True) as w:
             doc = await w.wait_engine("failed")
-            assert "CASCADE_MODEL_PATH" in doc["engine_error"]
+            assert "CASCADE_MODEL_PATH" in doc["engineError"]
             status, text = await w.call("GET", "/readyz")
             assert status == 503 and "engine failed" in text
 

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from serving_harness import FakeCore, run
 
-from cascade_worker.engine.protocol import FinishReason, GenerateChunk, GenerateRequest
+from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
 from cascade_worker.engine.protocol import RequestRejected as Rejected
 from cascade_worker.serving.async_engine import AsyncEngine
 from cascade_worker.serving.errors import NotServing, QueueFull

@@ -190,7 +190,7 @@ def test_three_worker_pipeline_matches_one_worker_and_switches_to_local(model_di
             assert doc["role"] == "head"
             doc = await w0.engine("serving")
             assert doc["layers"] == [0, 4]
-            assert doc["pipeline"] == {"stages": stages, "local_layers": [0, 1]}
+            assert doc["pipeline"] == {"stages": stages, "localLayers": [0, 1]}
             assert (await w0.call("GET", "/v1/load"))[1]["ready"] is True
             assert await w0.greedy() == expected
             assert w1.serving.stage is not None and w1.serving.stage.server is not None
@@ -242,7 +242,7 @@ def test_a_dead_stage_fails_the_heads_requests_and_the_head(model_dir: Path) -> 
             assert last["finish_reason"] == "error", last
             assert "pipeline stage" in last["error"] and len(tokens) < NEW_TOKENS
             doc = await w0.engine("failed")
-            assert "pipeline broken" in doc["engine_error"]
+            assert "pipeline broken" in doc["engineError"]
             status, text = await w0.call("GET", "/readyz")
             assert status == 503 and "pipeline stage" in text
             body = {"request_id": "late", "prompt_token_ids": [5, 6]}
@@ -292,7 +292,7 @@ def test_pipeline_routes_refuse_what_does_not_fit(model_dir: Path) -> None:
             # A stage that cannot be reached: the head fails to start, saying so.
             await w.ok(serve, {"layers": [0, 1], "stages": ["127.0.0.1:1"]})
             doc = await w.engine("failed")
-            assert "engine start failed" in doc["engine_error"] and doc["pipeline"] is None
+            assert "engine start failed" in doc["engineError"] and doc["pipeline"] is None
             await w.stage([3, 4])  # the blocks it holds still serve as a stage
 
     run(go)

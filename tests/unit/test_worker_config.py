@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cascade_worker.config import (
-    DEFAULT_DRAIN_SECONDS,
-    DEFAULT_REQUEST_DRAIN_SECONDS,
-    WorkerConfig,
-    bind_host,
-    load_config,
-)
+from cascade_protocol.cli_args import DEFAULT_DRAIN_SECONDS, bind_host
+from cascade_worker.config import DEFAULT_REQUEST_DRAIN_SECONDS, WorkerConfig, load_config
 
 
 def test_defaults_from_empty_env() -> None:

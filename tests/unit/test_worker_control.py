@@ -17,11 +17,12 @@ from aiohttp.test_utils import TestServer
 
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_planner.spec import plan_spec
+from cascade_protocol.control import ManifestInfo
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control import CONTROL_KEY, Control
+from cascade_worker.control_errors import RequestError
 from cascade_worker.control_fetch import split_peer
-from cascade_worker.control_models import ManifestInfo, RequestError
 from cascade_worker.main import build_app
 from cascade_worker.model.checkpoint import write_checkpoint
 from cascade_worker.model.spec import ModelSpec
@@ -117,15 +118,15 @@ def test_load_then_fetch_gives_identical_weights(model_dir: Path, tmp_path: Path
             status, doc = await a.call("POST", "/v1/control/load", {})
             assert status == 202, doc
             sa = await a.wait_phase("ready", "failed")
-            assert sa["phase"] == "ready" and sa["blocks_loaded"] == sa["blocks_total"] == 2
+            assert sa["phase"] == "ready" and sa["blocksLoaded"] == sa["blocksTotal"] == 2
             status, doc = await b.call("POST", "/v1/control/fetch", {"peer": a.peer})
             assert status == 202, doc
             assert doc["action"] == "fetch" and doc["role"] == "target"
             sb = await b.wait_phase("ready", "failed")
             assert sb["phase"] == "ready", sb
-            assert sb["model_digest"] == sa["model_digest"]
-            assert sb["last_transfer"]["complete"] and sb["last_transfer"]["missing"] == []
-            assert sb["bytes_received"] > 0
+            assert sb["modelDigest"] == sa["modelDigest"]
+            assert sb["lastTransfer"]["complete"] and sb["lastTransfer"]["missing"] == []
+            assert sb["bytesReceived"] > 0
             await a.wait_phase("ready")
             store_a, store_b = a.control.state.store, b.control.state.store
             assert store_a is not None and store_b is not None
@@ -140,7 +141,7 @@ def test_load_then_fetch_gives_identical_weights(model_dir: Path, tmp_path: Path
             async with b.http.get(f"http://{b.peer}/metrics") as resp:
                 metrics = await resp.text()
             assert "cascade_worker_blocks_loaded 2.0" in metrics
-            assert f"cascade_worker_bytes_received_total {float(sb['bytes_received'])}" in metrics
+            assert f"cascade_worker_bytes_received_total {float(sb['bytesReceived'])}" in metrics
 
     run(go)
 

@@ -25,8 +25,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from cascade_worker.engine.protocol import LoadReport
-from cascade_worker.health import HEALTH_KEY, Health, create_app, new_registry, serve
+from cascade_protocol.load import LoadReport
+from cascade_protocol.service import HEALTH_KEY, Health, create_app, new_registry, serve
 
 T = TypeVar("T")
 Client = TestClient[web.Request, web.Application]

@@ -7,6 +7,7 @@ import json
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from cascade_protocol.status import WorkerStatus
 from cascade_worker.config import WorkerConfig
 from cascade_worker.main import build_app
 
@@ -34,27 +35,31 @@ def test_status_reports_identity_and_idle_phase() -> None:
     assert status == 200
     assert json.loads(body) == {
         "pod": "tiny-w-0",
-        "model_uri": "file:///models/tiny-llama",
-        "data_port": 18515,
+        "modelUri": "file:///models/tiny-llama",
+        "dataPort": 18515,
         "phase": "idle",
-        "model_digest": None,
-        "blocks_loaded": 0,
-        "blocks_total": 0,
-        "bytes_received": 0,
+        "modelDigest": None,
+        "blocksLoaded": 0,
+        "blocksTotal": 0,
+        "bytesReceived": 0,
         "error": None,
-        "last_transfer": None,
+        "lastTransfer": None,
         "serving": False,
         "draining": False,
         "engine": "off",
-        "engine_error": None,
-        "max_batch": 0,
-        "max_model_len": 0,
+        "engineError": None,
+        "maxBatch": 0,
+        "maxModelLen": 0,
         "running": 0,
         "waiting": 0,
         "layers": None,
         "pipeline": None,
         "stage": None,
     }
+    # The shared model reads it back whole (the operator's side of the wire).
+    assert WorkerStatus.model_validate_json(body) == WorkerStatus(
+        pod="tiny-w-0", model_uri="file:///models/tiny-llama", data_port=18515
+    )
 
 
 def test_metrics_carry_worker_series() -> None:

@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import argparse
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cascade_api.constants import DATA_PORT, PIPELINE_PORT, WORKER_PORT
 from cascade_api.modeldeployment import Dtype
+from cascade_protocol.cli_args import (
+    add_serving_args,
+    int_at_least,
+    parse_flag,
+    parse_port,
+    parse_seconds,
+)
 
-DEFAULT_DRAIN_SECONDS = 2.0
 # Blocks a model is cut into when a load request names no count.
 DEFAULT_BLOCKS = 4
 # How long in-flight generations may take to finish at shutdown or on a drain request,
 # after the readiness grace; with the default grace it fits a 30 s termination grace.
 DEFAULT_REQUEST_DRAIN_SECONDS = 20.0
-TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
-FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
 
 
 @dataclass(frozen=True)
@@ -72,48 +76,6 @@ class WorkerConfig:
     request_drain_seconds: float = DEFAULT_REQUEST_DRAIN_SECONDS
 
 
-def bind_host(env: Mapping[str, str]) -> str:
-    """Pods bind to their own IP when the node agent/kubelet tells them; else everywhere."""
-    return env.get("POD_IP") or "0.0.0.0"
-
-
-def parse_port(value: str) -> int:
-    """argparse type for a TCP port; 0 means "any free port" (tests)."""
-    try:
-        port = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from exc
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port out of range: {port}")
-    return port
-
-
-def parse_seconds(value: str) -> float:
-    """argparse type for a non-negative duration in seconds."""
-    try:
-        seconds = float(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from exc
-    if seconds < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {seconds}")
-    return seconds
-
-
-def int_at_least(minimum: int, what: str) -> Callable[[str], int]:
-    """argparse type for a whole number >= `minimum` (`what` names it in errors)."""
-
-    def parse(value: str) -> int:
-        try:
-            number = int(value)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not a {what}: {value!r}") from exc
-        if number < minimum:
-            raise argparse.ArgumentTypeError(f"{what} must be at least {minimum}: {number}")
-        return number
-
-    return parse
-
-
 parse_blocks = int_at_least(1, "block count")
 parse_count = int_at_least(1, "count")  # batch size, context length
 parse_limit = int_at_least(0, "limit")  # 0 = no limit
@@ -125,38 +87,6 @@ def parse_dtype(value: str) -> str:
         return str(Dtype(value))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not one of {', '.join(Dtype)}: {value!r}") from exc
-
-
-def parse_flag(value: str) -> bool:
-    """An on/off environment variable; a typo is an error, not silently "off"."""
-    word = value.strip().lower()
-    if word in TRUE_WORDS | FALSE_WORDS:
-        return word in TRUE_WORDS
-    raise argparse.ArgumentTypeError(f"not on/off: {value!r}")
-
-
-def add_serving_args(
-    parser: argparse.ArgumentParser, env: Mapping[str, str], *, port_env: str, default_port: int
-) -> None:
-    """--port/--host/--drain-seconds, shared by every Cascade pod process."""
-    parser.add_argument(
-        "--port",
-        type=parse_port,
-        default=env.get(port_env, str(default_port)),
-        help=f"listen port (env {port_env}, default {default_port})",
-    )
-    parser.add_argument(
-        "--host",
-        default=bind_host(env),
-        help="listen address (default: $POD_IP, else 0.0.0.0)",
-    )
-    parser.add_argument(
-        "--drain-seconds",
-        type=parse_seconds,
-        default=env.get("CASCADE_DRAIN_SECONDS", str(DEFAULT_DRAIN_SECONDS)),
-        help="grace between SIGTERM (readiness 503) and exit "
-        f"(env CASCADE_DRAIN_SECONDS, default {DEFAULT_DRAIN_SECONDS})",
-    )
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:

@@ -1,17 +1,12 @@
-"""The worker's control API: load a checkpoint, take part in a transfer, fetch from a peer.
-
-    POST /v1/control/load      {"modelPath"?, "blocks"?}     -> 202, packs in a thread
-    POST /v1/control/transfer  {"plan": ScalePlanSpec, "peers": {pod: "host:port"}} -> 202
-    POST /v1/control/fetch     {"peer": "IP[:PORT]", "blocks"?} -> 202 (control_fetch.py)
-    GET  /v1/control/manifest  -> what this worker holds, to plan a transfer from it
-    POST /v1/control/serve, /v1/control/drain -> 202 (serving/control_routes.py)
+"""The worker's control jobs: load a checkpoint, take part in a transfer, show the manifest.
 
 Jobs run in the background, one at a time (control_state.py); progress and the last
 outcome show in GET /v1/status. A transfer runs a MulticastNode on the data port: the
 plan says whether this pod sends (it must hold the model the plan names) or receives
-(it starts from an empty store and gets the manifest from the plan's leader). Refusals
-are JSON `{"error": ...}`: 400 for a malformed request, 409 for one that conflicts with
-what the worker holds or is doing. torch and ucxx load on first use, not at start.
+(it starts from an empty store and gets the manifest from the plan's leader). The
+bodies are the shared protocol's (cascade_protocol.control); refusals are
+RequestErrors (control_errors.py), answered as JSON by `json_errors`. The routes are
+mounted by control_routes.py. torch and ucxx load on first use, not at start.
 """
 
 from __future__ import annotations
@@ -24,19 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import Counter
 
+from cascade_protocol.control import Accepted, LoadRequest, ManifestInfo, TransferRequest
+from cascade_protocol.status import TransferReport, TransferRole, WorkerPhase
 from cascade_worker.config import WorkerConfig
-from cascade_worker.control_models import (
-    Accepted,
-    LoadRequest,
-    ManifestInfo,
-    RequestError,
-    TransferReport,
-    TransferRequest,
-    parse_body,
-)
-from cascade_worker.control_state import Phase, WorkerState
+from cascade_worker.control_errors import RequestError, parse_body
+from cascade_worker.control_state import WorkerState
 
 if TYPE_CHECKING:
     from cascade_worker.multicast.runner import MulticastNode, NodeOptions
@@ -79,7 +68,7 @@ def json_errors(handler: Callable[[Control, web.Request], Awaitable[Any]]) -> Ha
     return wrapped
 
 
-async def _load(ctl: Control, request: web.Request) -> Accepted:
+async def load(ctl: Control, request: web.Request) -> Accepted:
     req = parse_body(LoadRequest, await request.read())
     return start_load(ctl, req)
 
@@ -99,7 +88,7 @@ def claim_load(ctl: Control, req: LoadRequest) -> tuple[Path, int]:
     if not (path / "config.json").is_file():
         raise RequestError(400, f"modelPath: {path} is not a model directory (no config.json)")
     blocks = req.blocks or ctl.config.blocks
-    ctl.state.claim(Phase.LOADING)
+    ctl.state.claim(WorkerPhase.LOADING)
     return path, blocks
 
 
@@ -117,7 +106,7 @@ async def run_load(ctl: Control, path: Path, blocks: int) -> None:
     log.info("loaded %s: %d blocks, digest %s", path, store.num_blocks, store.manifest.digest)
 
 
-async def _transfer(ctl: Control, request: web.Request) -> Accepted:
+async def transfer(ctl: Control, request: web.Request) -> Accepted:
     req = parse_body(TransferRequest, await request.read())
     return await start_transfer(ctl, req)
 
@@ -149,7 +138,7 @@ async def start_transfer(ctl: Control, req: TransferRequest, *, claimed: bool = 
                     f"this worker holds {store.manifest.digest}",
                 )
         if not claimed:
-            state.claim(Phase.TRANSFERRING, keeps_store=role.is_source)
+            state.claim(WorkerPhase.TRANSFERRING, keeps_store=role.is_source)
             claimed = True
         node = MulticastNode(
             req.plan, me, store, host=ctl.config.host, port=ctl.config.data_port,
@@ -174,7 +163,7 @@ async def start_transfer(ctl: Control, req: TransferRequest, *, claimed: bool = 
 
 async def _run_transfer(ctl: Control, node: MulticastNode, peers: dict[str, str]) -> None:
     state = ctl.state
-    role = "source" if node.role.is_source else "target"
+    role = TransferRole.SOURCE if node.role.is_source else TransferRole.TARGET
     error: str | None = None
     try:
         result = await node.run(peers)
@@ -204,7 +193,7 @@ async def _run_transfer(ctl: Control, node: MulticastNode, peers: dict[str, str]
     log.info("transfer ended (%s): %s", role, report.model_dump_json())
 
 
-async def _manifest(ctl: Control, request: web.Request) -> ManifestInfo:
+async def manifest(ctl: Control, request: web.Request) -> ManifestInfo:
     from cascade_worker.multicast.local import plan_blocks
 
     store = ctl.state.held_model()
@@ -214,35 +203,3 @@ async def _manifest(ctl: Control, request: web.Request) -> ManifestInfo:
         model_digest=store.manifest.digest,
         blocks=plan_blocks(store.manifest),
     )
-
-
-def register_control_metrics(ctl: Control, registry: CollectorRegistry) -> None:
-    loaded = Gauge(
-        "cascade_worker_blocks_loaded", "Model blocks this worker holds.", registry=registry
-    )
-    loaded.set_function(lambda: ctl.state.blocks_loaded)
-    ctl.received = Counter(
-        "cascade_worker_bytes_received",
-        "Weight bytes received from peers by finished transfers.",
-        registry=registry,
-    )
-
-
-async def _stop_jobs(app: web.Application) -> None:
-    ctl = app[CONTROL_KEY]
-    for task in list(ctl.tasks):
-        task.cancel()
-    await asyncio.gather(*ctl.tasks, return_exceptions=True)
-
-
-def add_control(app: web.Application, ctl: Control, registry: CollectorRegistry) -> None:
-    """Mount the control routes and metrics on a worker app."""
-    from cascade_worker.control_fetch import fetch
-
-    app[CONTROL_KEY] = ctl
-    register_control_metrics(ctl, registry)
-    app.router.add_post("/v1/control/load", json_errors(_load))
-    app.router.add_post("/v1/control/transfer", json_errors(_transfer))
-    app.router.add_post("/v1/control/fetch", json_errors(fetch))
-    app.router.add_get("/v1/control/manifest", json_errors(_manifest))
-    app.on_cleanup.append(_stop_jobs)

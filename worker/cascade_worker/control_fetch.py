@@ -21,16 +21,10 @@ from aiohttp import web
 from cascade_api.constants import WORKER_PORT
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_planner.spec import plan_spec
+from cascade_protocol.control import Accepted, FetchRequest, ManifestInfo, TransferRequest
+from cascade_protocol.status import STATUS_PATH, WorkerPhase
 from cascade_worker.control import Control, start_transfer
-from cascade_worker.control_models import (
-    Accepted,
-    FetchRequest,
-    ManifestInfo,
-    RequestError,
-    TransferRequest,
-    parse_body,
-)
-from cascade_worker.control_state import Phase
+from cascade_worker.control_errors import RequestError, parse_body
 
 HTTP_TIMEOUT = aiohttp.ClientTimeout(total=30)
 PEER_LOAD_TIMEOUT_S = 300.0
@@ -70,8 +64,8 @@ async def peer_manifest(http: aiohttp.ClientSession, base: str, blocks: int | No
     give_up = time.monotonic() + PEER_LOAD_TIMEOUT_S
     while time.monotonic() < give_up:
         await asyncio.sleep(0.5)
-        _, doc = await _call(http, "GET", f"{base}/v1/status")
-        if doc.get("phase") != Phase.LOADING:
+        _, doc = await _call(http, "GET", f"{base}{STATUS_PATH}")
+        if doc.get("phase") != WorkerPhase.LOADING:
             break
     status, doc = await _call(http, "GET", f"{base}/v1/control/manifest")
     if status != 200:
@@ -92,7 +86,7 @@ async def fetch(ctl: Control, request: web.Request) -> Accepted:
     if ctl.config.data_port == 0:
         raise RequestError(409, "fetch needs a fixed data port (--data-port is 0)")
     state, me = ctl.state, ctl.config.pod_name
-    state.claim(Phase.TRANSFERRING)
+    state.claim(WorkerPhase.TRANSFERRING)
     try:
         base = f"http://{host}:{port}"
         async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http:

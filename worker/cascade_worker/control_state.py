@@ -1,45 +1,37 @@
 """What the worker holds and is doing: one model store, at most one job at a time.
 
-The control handlers (control.py) change this state; GET /v1/status and /metrics read
-it. A worker does one thing at a time (pack a checkpoint, or take part in a transfer),
-so `claim` refuses a second job with a conflict instead of queueing it: the caller (the
-operator, a peer) knows better whether to retry. While an engine serves from the held
-store (serving/service.py), jobs that would replace that store are refused too: drain
-first. No I/O here.
+The control handlers (control.py) change this state; GET /v1/status (its half of the
+shared `WorkerStatus`) and /metrics read it. A worker does one thing at a time (pack a
+checkpoint, or take part in a transfer), so `claim` refuses a second job with a
+conflict instead of queueing it: the caller (the operator, a peer) knows better whether
+to retry. While an engine serves from the held store (serving/service.py), jobs that
+would replace that store are refused too: drain first. No I/O here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from cascade_worker.control_models import RequestError, TransferReport
+from cascade_protocol.status import TransferReport, WorkerPhase, WorkerStatus
+from cascade_worker.control_errors import RequestError
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore
     from cascade_worker.multicast.runner import MulticastNode
 
 
-class Phase(StrEnum):
-    IDLE = "idle"  # holds nothing
-    LOADING = "loading"  # packing a local checkpoint
-    TRANSFERRING = "transferring"  # in a multicast plan (sending or receiving)
-    READY = "ready"  # holds the whole model
-    FAILED = "failed"  # the last job failed and nothing complete is held
-
-
 @dataclass
 class WorkerState:
     store: BlockStore | None = None
-    job: Phase | None = None  # LOADING or TRANSFERRING while a job runs
+    job: WorkerPhase | None = None  # LOADING or TRANSFERRING while a job runs
     error: str | None = None  # why the last job failed
     node: MulticastNode | None = None  # the running transfer's node
     last_transfer: TransferReport | None = None
     bytes_received_total: int = 0
     serving: bool = False  # an engine runs (or starts) on `store`
 
-    def claim(self, job: Phase, *, keeps_store: bool = False) -> None:
+    def claim(self, job: WorkerPhase, *, keeps_store: bool = False) -> None:
         """Start `job`, or RequestError(409) if another one runs or it would take the
         store from a serving engine (`keeps_store`: it only reads it, e.g. sending)."""
         if self.job is not None:
@@ -70,14 +62,14 @@ class WorkerState:
         return self.store
 
     @property
-    def phase(self) -> Phase:
+    def phase(self) -> WorkerPhase:
         if self.job is not None:
             return self.job
         if self.store is not None and self.store.complete():
-            return Phase.READY
+            return WorkerPhase.READY
         if self.error is not None or self.store is not None:
-            return Phase.FAILED
-        return Phase.IDLE
+            return WorkerPhase.FAILED
+        return WorkerPhase.IDLE
 
     @property
     def blocks_loaded(self) -> int:
@@ -100,16 +92,17 @@ class WorkerState:
             raise RequestError(409, f"worker holds no complete model (phase {self.phase})")
         return self.store
 
-    def status(self) -> dict[str, Any]:
+    def status(self, status: WorkerStatus) -> WorkerStatus:
+        """`status` (the worker's identity) with what the store holds and the job does."""
         store = self.current_store()
-        return {
-            "phase": str(self.phase),
-            "model_digest": store.manifest.digest if store is not None else None,
-            "blocks_loaded": self.blocks_loaded,
-            "blocks_total": store.num_blocks if store is not None else 0,
-            "bytes_received": self.bytes_received,
-            "error": self.error,
-            "last_transfer": (
-                self.last_transfer.model_dump(mode="json") if self.last_transfer else None
-            ),
-        }
+        return status.model_copy(
+            update={
+                "phase": self.phase,
+                "model_digest": store.manifest.digest if store is not None else None,
+                "blocks_loaded": self.blocks_loaded,
+                "blocks_total": store.num_blocks if store is not None else 0,
+                "bytes_received": self.bytes_received,
+                "error": self.error,
+                "last_transfer": self.last_transfer,
+            }
+        )

@@ -7,13 +7,12 @@ plan, or fetch the model from a peer worker: control.py) and serves the model it
 or in an execution pipeline with other workers (/v1/control/stage|local).
 
 Endpoints (port $CASCADE_WORKER_PORT, default 8080, bound to $POD_IP when set):
-``/healthz``, ``/readyz`` and ``/metrics`` from :mod:`cascade_worker.health`, the control
-routes under ``/v1/control/``, the inference routes, and ``GET /v1/status`` -> ``{pod,
-model_uri, data_port, phase, model_digest, blocks_loaded, blocks_total, bytes_received,
-error, last_transfer, serving, draining, engine, engine_error, max_batch, max_model_len,
-running, waiting, layers, pipeline, stage}``. Readiness means "the process serves"; once
-the worker is asked to serve (--serve-on-start, a serve or a stage request), "an engine
-takes requests, or a pipeline stage listens".
+``/healthz``, ``/readyz`` and ``/metrics`` from :mod:`cascade_protocol.service`, the
+control routes under ``/v1/control/`` (control_routes.py), the inference routes, and
+``GET /v1/status`` -> a :class:`cascade_protocol.status.WorkerStatus` (camelCase): who
+this is, what it holds and does, and how its engine serves. Readiness means "the
+process serves"; once the worker is asked to serve (--serve-on-start, a serve or a
+stage request), "an engine takes requests, or a pipeline stage listens".
 """
 
 from __future__ import annotations
@@ -29,9 +28,11 @@ from collections.abc import Sequence
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Info
 
+from cascade_protocol.service import create_app, new_registry, serve, setup_logging
+from cascade_protocol.status import STATUS_PATH, WorkerStatus
 from cascade_worker.config import WorkerConfig, load_config
-from cascade_worker.control import CONTROL_KEY, Control, add_control
-from cascade_worker.health import create_app, new_registry, serve, setup_logging
+from cascade_worker.control import CONTROL_KEY, Control
+from cascade_worker.control_routes import add_control
 from cascade_worker.serving.api import SERVING_KEY
 from cascade_worker.serving.control_routes import add_serving
 from cascade_worker.serving.factory import EngineFactory, default_engine_factory
@@ -51,15 +52,19 @@ def register_metrics(registry: CollectorRegistry, config: WorkerConfig) -> None:
     up.set(1)
 
 
+def worker_status(app: web.Application) -> WorkerStatus:
+    """Who this worker is, what its store holds and does, and how its engine serves."""
+    config = app[CONFIG_KEY]
+    status = WorkerStatus(
+        pod=config.pod_name, model_uri=config.model_uri, data_port=config.data_port
+    )
+    status = app[CONTROL_KEY].state.status(status)
+    return app[SERVING_KEY].status(status)
+
+
 async def _status(request: web.Request) -> web.Response:
-    config = request.app[CONFIG_KEY]
-    identity = {
-        "pod": config.pod_name,
-        "model_uri": config.model_uri,
-        "data_port": config.data_port,
-    }
-    state = request.app[CONTROL_KEY].state.status()
-    return web.json_response(identity | state | request.app[SERVING_KEY].status())
+    status = worker_status(request.app)
+    return web.json_response(status.model_dump(mode="json", by_alias=True))
 
 
 def build_app(
@@ -74,7 +79,7 @@ def build_app(
     app[CONFIG_KEY] = config
     add_control(app, control or Control(config), registry)
     add_serving(app, registry, factory)
-    app.router.add_get("/v1/status", _status)
+    app.router.add_get(STATUS_PATH, _status)
     return app
 
 

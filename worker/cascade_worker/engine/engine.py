@@ -20,18 +20,13 @@ from typing import Any
 
 import torch
 
+from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.executor import Executor, LocalExecutor
 from cascade_worker.engine.kv_blocks import CacheConfig
-from cascade_worker.engine.protocol import (
-    EngineStats,
-    FinishReason,
-    GenerateChunk,
-    GenerateRequest,
-    RequestRejected,
-)
+from cascade_worker.engine.protocol import EngineStats, RequestRejected
 from cascade_worker.engine.requests import EngineRequest, prepare_prompt
 from cascade_worker.engine.sampling import sample
 from cascade_worker.engine.scheduler import Scheduler, SchedulerOutput

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cascade_worker.engine.protocol import SamplingParams
+from cascade_protocol.generate import SamplingParams
 
 
 @dataclass

@@ -24,8 +24,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from cascade_protocol.generate import RequestClass
 from cascade_worker.engine.kv_blocks import BlockAllocator, CacheConfig
-from cascade_worker.engine.protocol import RequestClass
 
 CLASS_RANK = {RequestClass.INTERACTIVE: 0, RequestClass.BATCH: 1}
 

@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cascade_protocol.generate import GenerateRequest, SamplingParams
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.engine import LLMEngine
-from cascade_worker.engine.protocol import GenerateRequest, SamplingParams
 from cascade_worker.engine.sizing import DEFAULT_BLOCK_SIZE, cache_config, context_length
 from cascade_worker.engine.stage import StageModel
 from cascade_worker.engine.tokenizer import EngineTokenizer

@@ -25,9 +25,11 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from cascade_worker.control_models import describe
-from cascade_worker.engine.protocol import GenerateRequest, RequestRejected
-from cascade_worker.health import HEALTH_KEY
+from cascade_protocol.generate import GenerateRequest
+from cascade_protocol.load import LOAD_PATH
+from cascade_protocol.service import HEALTH_KEY
+from cascade_worker.control_errors import describe
+from cascade_worker.engine.protocol import RequestRejected
 from cascade_worker.serving.errors import NotServing, QueueFull
 from cascade_worker.serving.service import Serving
 from cascade_worker.serving.stream import RequestStream
@@ -138,4 +140,4 @@ async def load(request: web.Request) -> web.Response:
 def add_inference_routes(app: web.Application, serving: Serving) -> None:
     app[SERVING_KEY] = serving
     app.router.add_post("/v1/generate", generate)
-    app.router.add_get("/v1/load", load)
+    app.router.add_get(LOAD_PATH, load)

@@ -22,15 +22,9 @@ import time
 from collections.abc import AsyncGenerator, Callable
 from typing import TypeVar
 
-from cascade_worker.engine.protocol import (
-    EngineCore,
-    EngineStats,
-    FinishReason,
-    GenerateChunk,
-    GenerateRequest,
-    LoadReport,
-    RequestRejected,
-)
+from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
+from cascade_protocol.load import LoadReport
+from cascade_worker.engine.protocol import EngineCore, EngineStats, RequestRejected
 from cascade_worker.serving.engine_thread import EngineThread, settle
 from cascade_worker.serving.errors import NotServing, QueueFull
 from cascade_worker.serving.metrics import LoadNow, ServingMetrics, TokenRate

@@ -4,7 +4,7 @@
                              "stages"?: ["ip:port", ...]} -> 202
     POST /v1/control/drain  {"timeoutS"?} -> 202
 
-Like the other control routes (control.py) they answer at once and work in the
+Like the other control routes (../control_routes.py) they answer at once and work in the
 background; GET /v1/status shows `engine` (off, starting, serving, draining, failed).
 Serve needs the whole model held (409 otherwise) and the whole layer range: a valid
 partial range is 409, a malformed one 400; unless `stages` name the pipeline stages
@@ -12,8 +12,9 @@ that run the rest, which makes this worker a pipeline head (pipeline_routes.py, 
 /v1/control/stage and /v1/control/local). Drain stops an engine or a stage server.
 
 At start-up with --serve-on-start the worker loads $CASCADE_MODEL_PATH and serves it.
-On SIGTERM, health.serve() turns readiness 503 and waits the grace; the shutdown hook
-then drains the engine (bounded by --request-drain-seconds) before the listener closes.
+On SIGTERM, cascade_protocol.service.serve() turns readiness 503 and waits the grace;
+the shutdown hook then drains the engine (bounded by --request-drain-seconds) before
+the listener closes.
 """
 
 from __future__ import annotations
@@ -23,16 +24,11 @@ import logging
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from cascade_protocol.control import Accepted, DrainRequest, LoadRequest, ServeRequest
+from cascade_protocol.service import HEALTH_KEY
+from cascade_protocol.status import EnginePhase
 from cascade_worker.control import CONTROL_KEY, Control, claim_load, json_errors, run_load
-from cascade_worker.control_models import (
-    Accepted,
-    DrainRequest,
-    LoadRequest,
-    RequestError,
-    ServeRequest,
-    parse_body,
-)
-from cascade_worker.health import HEALTH_KEY
+from cascade_worker.control_errors import RequestError, parse_body
 from cascade_worker.serving.api import SERVING_KEY, add_inference_routes
 from cascade_worker.serving.factory import EngineFactory, default_engine_factory
 from cascade_worker.serving.metrics import ServingMetrics
@@ -69,7 +65,7 @@ async def _serve(ctl: Control, request: web.Request) -> Accepted:
 async def _drain(ctl: Control, request: web.Request) -> Accepted:
     req = parse_body(DrainRequest, await request.read())
     serving = request.app[SERVING_KEY]
-    if serving.phase == "draining":
+    if serving.phase == EnginePhase.DRAINING:
         return Accepted(action="drain")
     if serving.stage is not None:
         if serving.stage.server is None:

@@ -23,7 +23,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from cascade_worker.engine.protocol import EngineCore, EngineStats, GenerateChunk, GenerateRequest
+from cascade_protocol.generate import GenerateChunk, GenerateRequest
+from cascade_worker.engine.protocol import EngineCore, EngineStats
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cascade_worker.control_models import RequestError
+from cascade_protocol.status import PipelineInfo, StageInfo
+from cascade_worker.control_errors import RequestError
 from cascade_worker.serving.factory import EngineOptions, torch_dtype
 
 if TYPE_CHECKING:
@@ -53,9 +54,9 @@ class StageRole:
     layers: tuple[int, int]
     server: StageServer | None = None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> StageInfo:
         address = self.server.address if self.server is not None else None
-        return {"layers": list(self.layers), "address": address}
+        return StageInfo(layers=self.layers, address=address)
 
 
 async def start_stage_server(
@@ -98,8 +99,8 @@ class HeadRole:
         self.left = True
         self.executor.close()
 
-    def describe(self) -> dict[str, Any]:
-        return {"stages": list(self.stages), "local_layers": list(self.local_layers)}
+    def describe(self) -> PipelineInfo:
+        return PipelineInfo(stages=list(self.stages), local_layers=self.local_layers)
 
 
 def build_head(

@@ -7,7 +7,7 @@
 A stage listens on $POD_IP:--pipeline-port (default 18516) once started; GET /v1/status
 shows `stage: {layers, address}` (address null while it starts). A head's status shows
 `layers: [0, L]` (it serves the whole model, through its stages) and `pipeline: {stages,
-local_layers}`; after `local`, `pipeline` is null again. /v1/control/drain ends either.
+localLayers}`; after `local`, `pipeline` is null again. /v1/control/drain ends either.
 
 Refusals: 400 for a malformed range or stage address; 409 when the worker already
 serves (an engine or a stage) or lacks the blocks of the layers asked for (the message
@@ -19,15 +19,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from cascade_protocol.control import Accepted, LocalRequest, ServeRequest, StageRequest
 from cascade_worker.control import Control, json_errors
-from cascade_worker.control_models import (
-    Accepted,
-    LocalRequest,
-    RequestError,
-    ServeRequest,
-    StageRequest,
-    parse_body,
-)
+from cascade_worker.control_errors import RequestError, parse_body
 from cascade_worker.serving.api import SERVING_KEY
 from cascade_worker.serving.service import Serving
 

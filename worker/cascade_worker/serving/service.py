@@ -26,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cascade_protocol.load import LoadReport
+from cascade_protocol.status import EnginePhase, WorkerPhase, WorkerStatus
 from cascade_worker.config import WorkerConfig
-from cascade_worker.control_models import RequestError
-from cascade_worker.control_state import Phase, WorkerState
-from cascade_worker.engine.protocol import EngineCore, LoadReport
+from cascade_worker.control_errors import RequestError
+from cascade_worker.control_state import WorkerState
+from cascade_worker.engine.protocol import EngineCore
 from cascade_worker.serving.async_engine import AsyncEngine
 from cascade_worker.serving.factory import EngineFactory, EngineOptions, default_engine_factory
 from cascade_worker.serving.metrics import LoadNow, ServingMetrics
@@ -104,7 +106,7 @@ class Serving:
     def _claim_layers(self, start: int, end: int) -> BlockStore:
         """The held store, complete or still being received, if it has [start, end)."""
         state = self.state
-        if state.job == Phase.LOADING:  # the load replaces the store when done
+        if state.job == WorkerPhase.LOADING:  # the load replaces the store when done
             raise RequestError(409, f"worker is busy ({state.job}); serve when it is done")
         store = state.current_store()
         if store is None:
@@ -221,22 +223,22 @@ class Serving:
         return clean
 
     @property
-    def phase(self) -> str:
+    def phase(self) -> EnginePhase:
         engine = self.engine
         if self.starting:
-            return "starting"
+            return EnginePhase.STARTING
         if engine is not None and engine.failure:
-            return "failed"
+            return EnginePhase.FAILED
         if engine is not None and engine.accepting:
-            return "serving"
+            return EnginePhase.SERVING
         if engine is not None:
-            return "draining"
-        return "failed" if self.error else "off"
+            return EnginePhase.DRAINING
+        return EnginePhase.FAILED if self.error else EnginePhase.OFF
 
     def not_ready_reason(self) -> str | None:
         """Readiness gate (health.py): None while serving (an engine, or a listening
         stage server) or never asked to serve."""
-        if not self.wanted or self.phase == "serving":
+        if not self.wanted or self.phase == EnginePhase.SERVING:
             return None
         if self.stage is not None:
             return None if self.stage.server is not None else "pipeline stage starting"
@@ -258,19 +260,22 @@ class Serving:
         report = self.engine.load_report(instance=instance, model=model, ready=ready)
         return report.model_copy(update={"layers": self.layers})
 
-    def status(self) -> dict[str, Any]:
-        engine = self.engine
-        return {
-            "serving": self.phase == "serving",
-            "draining": self.phase == "draining",
-            "engine": self.phase,
-            "engine_error": (engine.failure or engine.last_failure if engine else None)
-            or self.error,
-            "max_batch": engine.max_batch if engine else 0,
-            "max_model_len": engine.max_model_len if engine else 0,
-            "running": engine.running if engine else 0,
-            "waiting": engine.waiting if engine else 0,
-            "layers": list(self.layers) if self.layers else None,
-            "pipeline": self.head.describe() if self.head is not None else None,
-            "stage": self.stage.describe() if self.stage is not None else None,
-        }
+    def status(self, status: WorkerStatus) -> WorkerStatus:
+        """`status` with how the engine (or pipeline stage) serves."""
+        engine, phase = self.engine, self.phase
+        return status.model_copy(
+            update={
+                "serving": phase == EnginePhase.SERVING,
+                "draining": phase == EnginePhase.DRAINING,
+                "engine": phase,
+                "engine_error": (engine.failure or engine.last_failure if engine else None)
+                or self.error,
+                "max_batch": engine.max_batch if engine else 0,
+                "max_model_len": engine.max_model_len if engine else 0,
+                "running": engine.running if engine else 0,
+                "waiting": engine.waiting if engine else 0,
+                "layers": self.layers,
+                "pipeline": self.head.describe() if self.head is not None else None,
+                "stage": self.stage.describe() if self.stage is not None else None,
+            }
+        )

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable
 
-from cascade_worker.engine.protocol import FinishReason, GenerateChunk
+from cascade_protocol.generate import FinishReason, GenerateChunk
 from cascade_worker.serving.metrics import ServingMetrics, TokenRate
 
 

@@ -1,7 +1,7 @@
 """The small HTTP server every Cascade pod process runs: probes, metrics, graceful drain.
 
 The worker and the gateway both answer the same three endpoints the operator's probes and
-Prometheus rely on, so the behaviour lives here once and the gateway imports it:
+Prometheus rely on, so the behaviour lives here once and both import it:
 
 - ``GET /healthz``: liveness. 200 "ok" as long as the event loop answers.
 - ``GET /readyz``: readiness. 200 once the server has started, 503 from the moment a
@@ -30,12 +30,16 @@ from prometheus_client import CollectorRegistry, PlatformCollector, ProcessColle
 from prometheus_client.exposition import choose_encoder
 
 from cascade_api.constants import HEALTH_PATH, READY_PATH
+from cascade_protocol.load import LOAD_PATH
+from cascade_protocol.status import STATUS_PATH
 
 log = logging.getLogger(__name__)
 
 METRICS_PATH = "/metrics"
-# Probes and scrapes arrive every few seconds; logging them would drown real requests.
-QUIET_PATHS = frozenset({HEALTH_PATH, READY_PATH, METRICS_PATH})
+# Probes, scrapes and polls arrive every few seconds; logging them would drown real
+# requests (the gateway polls every worker's load each second, the operator their
+# status each tick). Failed ones are still logged.
+QUIET_PATHS = frozenset({HEALTH_PATH, READY_PATH, METRICS_PATH, LOAD_PATH, STATUS_PATH})
 
 
 @dataclass
@@ -78,7 +82,7 @@ def new_registry() -> CollectorRegistry:
 
 
 class QuietAccessLogger(AccessLogger):
-    """aiohttp's access log without the probe and scrape lines."""
+    """aiohttp's access log without the successful probe, scrape and poll lines."""
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         if request.path in QUIET_PATHS and response.status < 400:

@@ -1,17 +1,17 @@
-"""Request and response bodies of the worker's control API, and how bad ones are refused.
+"""Bodies of the orders a worker's control API takes, and what it answers.
 
-The control API (control.py) is spoken by the operator, by other workers (`fetch`) and
-by people with curl, so every body is a pydantic model with camelCase names on the wire,
-unknown fields are rejected (a typo must not silently mean "use the default"), and a
-refusal is JSON naming the offending field. Pure: no aiohttp, no stores.
+The control API (cascade_worker.control) is spoken by the operator (dispatch of plan
+roles, serve and load orders), by other workers (`fetch`) and by people with curl, so
+every body is a pydantic model with camelCase names on the wire and unknown fields are
+rejected (a typo must not silently mean "use the default"). Both sides build and parse
+these same models, so an order the operator sends is one the worker understands.
 """
 
 from __future__ import annotations
 
-import json
-from typing import TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
 from cascade_api.scaleplan import Block, ScalePlanSpec
@@ -34,6 +34,11 @@ class TransferRequest(Body):
     plan: ScalePlanSpec
     peers: dict[str, str]  # pod -> "host:port" of its data (UCX) listener, every participant
 
+    @field_serializer("plan")
+    def _plan_as_in_the_api(self, plan: ScalePlanSpec) -> dict[str, Any]:
+        # The plan travels as the API server holds it (camelCase, no unset optionals).
+        return plan.to_api()
+
 
 class FetchRequest(Body):
     """POST /v1/control/fetch: get the model from one peer worker over a one-hop chain."""
@@ -43,14 +48,14 @@ class FetchRequest(Body):
 
 
 class ServeRequest(Body):
-    """POST /v1/control/serve: start an engine on the held model (serving/control_routes.py)."""
+    """POST /v1/control/serve: start an engine on the held model."""
 
     max_batch: int | None = Field(default=None, ge=1)  # default: the worker's --max-batch
     max_model_len: int | None = Field(default=None, ge=1)  # default: --max-model-len
     # Half-open decoder-layer range to run here: the whole model, or [0, a) with `stages`.
     layers: tuple[int, int] | None = None
     # "host:port" of the pipeline stages running [a, b), ..., [., L), in layer order: with
-    # them this worker is a pipeline head (serving/pipeline_routes.py).
+    # them this worker is a pipeline head.
     stages: list[str] = Field(default_factory=list)
 
 
@@ -87,50 +92,3 @@ class ManifestInfo(Body):
     data_port: int
     model_digest: str
     blocks: list[Block]
-
-
-class TransferReport(Body):
-    """The last transfer's outcome, as GET /v1/status shows it."""
-
-    role: str
-    complete: bool
-    missing: list[int] = Field(default_factory=list)
-    bytes_received: int = 0
-    bytes_sent: int = 0
-    complete_s: float | None = None
-    error: str | None = None
-
-
-class RequestError(Exception):
-    """A request the worker refuses; `status` is the HTTP code (400 bad input, 409 state)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def parse_body(model: type[M], raw: bytes) -> M:
-    """Parse a JSON body into `model`; RequestError(400) naming each bad field."""
-    try:
-        doc = json.loads(raw or b"{}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RequestError(400, f"body is not valid JSON: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise RequestError(400, f"body must be a JSON object, got {type(doc).__name__}")
-    try:
-        return model.model_validate(doc)
-    except ValidationError as exc:
-        raise RequestError(400, describe(exc)) from exc
-
-
-def describe(exc: ValidationError) -> str:
-    """`field.path: message; ...` for every error pydantic found."""
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{where}: {err['msg']}")
-    return "; ".join(parts)

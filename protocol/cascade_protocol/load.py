@@ -1,0 +1,29 @@
+"""One instance's load, as a worker's `GET /v1/load` answers it.
+
+The gateway polls every worker's load about once a second for least-loaded routing and
+admission (queue-wait estimates), and the autoscaler reads the same numbers to decide
+instance counts, so the report lives here, apart from the engine that fills it in.
+Wire names are snake_case, like the generate messages it travels beside.
+"""
+
+from __future__ import annotations
+
+from cascade_protocol.generate import Message
+
+LOAD_PATH = "/v1/load"
+
+
+class LoadReport(Message):
+    """One instance's load, for least-loaded routing and the autoscaler."""
+
+    instance: str
+    model: str
+    ready: bool
+    draining: bool = False
+    waiting: int = 0  # queued requests not yet running
+    running: int = 0  # requests in the running batch
+    max_batch: int = 1
+    kv_cache_usage: float = 0.0  # fraction of KV-cache slots/tokens in use
+    tokens_per_s: float = 0.0  # generated tokens per second, recent average
+    max_model_len: int = 0  # context length: prompt + max_tokens must fit
+    layers: tuple[int, int] | None = None  # the layer range this instance runs

@@ -1,0 +1,127 @@
+"""What a worker holds and does, as its `GET /v1/status` answers: one typed report.
+
+The operator polls every worker's status each reconcile tick to decide who may send,
+who needs weights and who serves (and, later, the autoscaler reads it beside the load
+report); people read it with curl. The worker builds one `WorkerStatus` from its
+control state (held blocks, the running job, the last transfer) and its serving state
+(engine, pipeline role) and answers it with camelCase names, like the control bodies.
+Readers ignore fields they do not know, so a newer worker does not break an older
+operator during a rolling upgrade.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+STATUS_PATH = "/v1/status"
+
+
+class WorkerPhase(StrEnum):
+    """What the worker's block store holds, or which job fills it."""
+
+    IDLE = "idle"  # holds nothing
+    LOADING = "loading"  # packing a local checkpoint
+    TRANSFERRING = "transferring"  # in a multicast plan (sending or receiving)
+    READY = "ready"  # holds the whole model
+    FAILED = "failed"  # the last job failed and nothing complete is held
+
+    @property
+    def busy(self) -> bool:
+        """A job runs; a second one would be refused (409)."""
+        return self in (WorkerPhase.LOADING, WorkerPhase.TRANSFERRING)
+
+
+class EnginePhase(StrEnum):
+    """Where the worker's engine (or pipeline stage) is in its life."""
+
+    OFF = "off"  # none runs and none failed to start
+    STARTING = "starting"  # being built (weights to the device) on a thread
+    SERVING = "serving"  # takes requests
+    DRAINING = "draining"  # finishes in-flight requests, takes no new ones
+    FAILED = "failed"  # failed to start, or broke while serving
+
+    @property
+    def on(self) -> bool:
+        """An engine runs or is coming up on the held model."""
+        return self in (EnginePhase.STARTING, EnginePhase.SERVING)
+
+
+class TransferRole(StrEnum):
+    SOURCE = "source"  # sent blocks it held
+    TARGET = "target"  # received blocks
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class TransferReport(Report):
+    """The last transfer's outcome."""
+
+    role: TransferRole
+    complete: bool
+    missing: list[int] = Field(default_factory=list)  # blocks it still lacks
+    bytes_received: int = 0
+    bytes_sent: int = 0
+    # Seconds from the transfer's common start until this node held every block (its own
+    # clock); None when it did not finish. The measured side of a plan's prediction.
+    complete_s: float | None = None
+    error: str | None = None
+
+    @property
+    def target_seconds(self) -> float | None:
+        """How long this pod took to receive the whole model, when it did as a target."""
+        if self.role != TransferRole.TARGET or not self.complete:
+            return None
+        return self.complete_s
+
+
+class PipelineInfo(Report):
+    """The engine heads an execution pipeline: layers here, the rest on stages."""
+
+    stages: list[str]  # "host:port" of each stage, in layer order
+    local_layers: tuple[int, int]  # the half-open layer range run on this worker
+
+
+class StageInfo(Report):
+    """The worker serves a layer range as a stage of another worker's pipeline."""
+
+    layers: tuple[int, int]
+    address: str | None = None  # "host:port" it listens on; None while starting
+
+
+class WorkerStatus(Report):
+    """GET /v1/status."""
+
+    # Who answers: the pod's name (plans name pods), its model and its data (UCX) port.
+    pod: str
+    model_uri: str = ""
+    data_port: int = 0
+    # The block store: what it holds (or receives), and the job that fills it.
+    phase: WorkerPhase = WorkerPhase.IDLE
+    model_digest: str | None = None
+    blocks_loaded: int = 0
+    blocks_total: int = 0
+    bytes_received: int = 0  # of the running transfer so far, else of the last one
+    error: str | None = None  # why the last job failed
+    last_transfer: TransferReport | None = None
+    # Serving: the engine's phase, why it failed, its bounds and current batch.
+    serving: bool = False  # engine == serving
+    draining: bool = False  # engine == draining
+    engine: EnginePhase = EnginePhase.OFF
+    engine_error: str | None = None
+    max_batch: int = 0
+    max_model_len: int = 0
+    running: int = 0
+    waiting: int = 0
+    layers: tuple[int, int] | None = None  # what the engine runs (all of it for a head)
+    pipeline: PipelineInfo | None = None  # set while the engine heads a pipeline
+    stage: StageInfo | None = None  # set while serving as a pipeline stage
+
+    @property
+    def holds_model(self) -> bool:
+        """Every block of the model is in the store (whatever job runs)."""
+        return self.blocks_total > 0 and self.blocks_loaded >= self.blocks_total
