@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from integration_helpers import BIN, ROOT, Namespace, generated, http
 
 from cascade_api.constants import WORKER_PORT
@@ -153,6 +154,16 @@ def test_scale_1_to_6_streams_weights_along_one_plan(
     md = json.loads(ns.kubectl("get", "md", MD, "-o", "json"))
     planned = next(c for c in md["status"]["conditions"] if c["type"] == "Planned")
     assert planned["status"] == "True", planned
+    # status.instances[].blocksLoaded is what each worker reports it holds.
+    held = {p["metadata"]["name"]: worker_status(p)["blocksLoaded"] for p in ns.ready_pods(MD)}
+    assert set(held.values()) == {held[f"{MD}-0"]} and held[f"{MD}-0"] > 0, held
+
+    def shown() -> dict[str, int]:
+        doc = yaml.safe_load(ns.kubectl("get", "md", MD, "-o", "yaml"))
+        return {i["pod"]: i.get("blocksLoaded", 0) for i in doc["status"]["instances"]}
+
+    wait_for("blocksLoaded in the status", lambda: shown() == held, timeout=60)
+    print(f"status.instances[].blocksLoaded: {shown()}")
 
 
 def test_operator_restart_mid_plan_never_duplicates(cluster: tuple[Namespace, Operator]) -> None:

@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from gpu_stack import WORKER_NEEDS, families
 from packaging.utils import canonicalize_name
 
 pytestmark = [pytest.mark.packaging, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -26,26 +27,6 @@ pytestmark = [pytest.mark.packaging, pytest.mark.slow, pytest.mark.timeout(1800)
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 NAME = PYPROJECT["project"]["name"]
-
-# The GPU stack by family, as prefixes of canonical distribution names (the same table
-# as tests/unit/test_packaging.py).
-GPU_STACK: dict[str, tuple[str, ...]] = {
-    "torch": ("torch",),
-    "ucx": ("ucxx", "libucx"),
-    "numpy": ("numpy",),
-    "nvidia": ("nvidia-",),
-    "cuda": ("cuda-", "rmm", "librmm", "cupy"),
-}
-WORKER_NEEDS = ("torch", "ucx", "numpy", "nvidia")
-
-
-def families(dists: set[str]) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for family, prefixes in GPU_STACK.items():
-        members = sorted(d for d in dists if d.startswith(prefixes))
-        if members:
-            found[family] = members
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,13 @@ def world(replicas: int, **spec: Any) -> tuple[Controller, FakeCluster, FakeWork
     return controller, cluster, workers
 
 
+def serving(pod: str) -> WorkerStatus:
+    """A worker that holds all B blocks of model m1 and serves them."""
+    return WorkerStatus(
+        pod=pod, phase="ready", engine="serving", model_digest="m1", blocks_loaded=B, blocks_total=B
+    )
+
+
 def reconcile(controller: Controller) -> None:
     controller.reconcile(REF.namespace, REF.name)
 
@@ -79,14 +86,7 @@ def test_instances_show_the_blocks_each_worker_holds_and_a_plan_streams_to_the_n
     reconcile(controller)
     run_pod(cluster, "llama-0", "10.0.0.1", ready=True)
     run_pod(cluster, "llama-1", "10.0.0.2", ready=False)
-    workers.by_ip["10.0.0.1"] = WorkerStatus(
-        pod="llama-0",
-        phase="ready",
-        engine="serving",
-        model_digest="m1",
-        blocks_loaded=B,
-        blocks_total=B,
-    )
+    workers.by_ip["10.0.0.1"] = serving("llama-0")
     workers.by_ip["10.0.0.2"] = WorkerStatus(pod="llama-1", phase="idle")
     reconcile(controller)
     got = status(cluster)
@@ -118,14 +118,7 @@ def test_a_converged_deployment_writes_nothing_and_tells_nothing() -> None:
     cluster.objects[("Deployment", REF.namespace, "llama-gateway")]["status"] = {
         "availableReplicas": 1
     }
-    workers.by_ip["10.0.0.1"] = WorkerStatus(
-        pod="llama-0",
-        phase="ready",
-        engine="serving",
-        model_digest="m1",
-        blocks_loaded=B,
-        blocks_total=B,
-    )
+    workers.by_ip["10.0.0.1"] = serving("llama-0")
     reconcile(controller)
     assert conditions(cluster)["Available"]["status"] == "True"
     writes, told = cluster.status_writes, len(cluster.events)

@@ -21,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from gpu_stack import WORKER_NEEDS, families
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -29,27 +30,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 NAME = canonicalize_name(PROJECT["name"])
 EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]
 
-# The GPU stack by family, as prefixes of canonical distribution names.
-GPU_STACK: dict[str, tuple[str, ...]] = {
-    "torch": ("torch",),
-    "ucx": ("ucxx", "libucx"),
-    "numpy": ("numpy",),
-    "nvidia": ("nvidia-",),
-    "cuda": ("cuda-", "rmm", "librmm", "cupy"),
-}
-# What the worker's engine and transport cannot run without.
-WORKER_NEEDS = ("torch", "ucx", "numpy", "nvidia")
 CPU_ONLY = ("gateway", "operator")
-
-
-def families(dists: set[str]) -> dict[str, list[str]]:
-    """The GPU-stack families present in `dists`, with their members."""
-    found: dict[str, list[str]] = {}
-    for family, prefixes in GPU_STACK.items():
-        members = sorted(d for d in dists if d.startswith(prefixes))
-        if members:
-            found[family] = members
-    return found
 
 
 def _applies(req: Requirement, extra: str) -> bool:
