@@ -1,5 +1,5 @@
 """kopf handlers: thin. Each one finds which ModelDeployment an event concerns and asks
-the controller to reconcile it; all decisions live in `reconcile.decide`.
+the controller to reconcile it; all decisions live in pure functions it calls.
 
 Reconciling is level-triggered (every watch event of the ModelDeployment, its pods,
 its gateway or its ScalePlans, plus a periodic resync), so a missed event or an operator

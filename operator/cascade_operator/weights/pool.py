@@ -13,7 +13,7 @@ module decides, from a snapshot of the workers alone:
   copy crowding a leaf moves to an empty leaf when a holder there can take it;
 - which pod loads the checkpoint from storage when no copy exists at all.
 
-Designations are pod annotations (workers.HOST_COPY_ANNOTATION), so a restarted
+Designations are pod annotations (observed.HOST_COPY_ANNOTATION), so a restarted
 operator rebuilds the pool from the API: `decide_pool` has no memory. Pure.
 """
 
