@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 ROOTS = (
     "cascade_api",
     "cascade_protocol",
+    "cascade_autoscaler",
     "cascade_operator",
     "cascade_worker",
     "cascade_gateway",
