@@ -1,0 +1,231 @@
+"""Chiron's local autoscaler (Algorithm 1): one worker's max batch from its own backpressure.
+
+Each tick (a change of the running queue, or a short fixed tick) the worker summarises
+the window since the last measured tick and calls `step`:
+
+    LBP = mean ITL / tightest ITL SLO among running requests
+    TBP = throughput at the previous batch cap / throughput at the current one
+    backpressure = max(LBP, TBP)
+    backpressure < 1:  value <- alpha · value / backpressure + (1 - alpha) · value
+    otherwise:         value <- value / 2                          (alpha = 0.5)
+
+so growth is fast when far from the SLO and slows as backpressure approaches 1. The
+engine gets `floor(value)`, bounded to [1, engine limit]. Where the paper is vague:
+
+- **Continuous value.** The EWMA runs on a real number kept in the state; only the cap
+  handed to the engine is an integer. Rounding each tick would freeze small batches
+  (1 · 1.4 rounds back to 1) and make large ones creep by +1 until the SLO breaks.
+- **"Previous throughput"** is the mean throughput measured under the last *different*
+  cap (`ref_batch`); "current" is the mean so far under this cap (a running mean over up
+  to `samples` binding windows, an EWMA after that). Each tick while the cap holds
+  re-checks it against the reference with one more sample, so a noisy first window
+  fades instead of deciding forever. No reference yet (first tick): TBP is None, and
+  the decision rests on LBP alone.
+- **TBP brakes; it does not pace a gain.** Read literally, a clear gain after growing
+  (TBP = 1/step on a linear stretch) enters max(LBP, TBP) and shrinks the next step, so
+  the steps decay geometrically and the batch stalls far below the inflection (from 1 on
+  a curve peaking at 63 it stopped at 29, in simulation). After a growth: TBP < 1 - tol
+  paces the next step by LBP alone; TBP in [1 - tol, 1] holds (growth no longer pays:
+  the inflection); TBP in (1, 1 + tol] steps back to the reference cap, which did at
+  least as well; TBP > 1 + tol halves. After a decrease: a drop beyond the tolerance is
+  the expected price of halving on the rising side, not backpressure (literally, it
+  would halve again, down to 1), so LBP paces; a rise beyond it means we were past the
+  inflection, and max(LBP, TBP) paces a cautious climb back, as in the paper; in
+  between, hold.
+- **Noise.** `tolerance` is the throughput noise band above. LBP is not smoothed (a
+  violation must act at once; the EWMA on the batch already damps), and LBP >= 1 halves,
+  as the paper's `< 1` test says. A window with fewer than `min_tokens` decoded tokens is
+  not judged: `measured=False`, and the worker keeps accumulating the same window.
+- **Idle.** No running requests: hold and keep the reference (the capacity curve has not
+  changed because demand paused).
+- **Binding.** Throughput measures the cap only when the cap limits the batch (running
+  >= cap, or requests waiting). Otherwise TBP is None, the cap does not grow (no evidence
+  that a larger batch helps; an unbinding cap would drift to the engine limit and the
+  next burst would run at a size never tried), and a halving halves the batch actually
+  running rather than the idle cap, so an ITL violation bites on the first tick.
+- **Start.** `initial_state` starts at 1 (slow start): the search runs upward, growing
+  x(alpha/LBP + 1 - alpha) a tick (x5.5 at LBP 0.1). Started at the engine limit, it
+  would stop at the first halving whose regrowth looks flat, possibly far past the
+  inflection (128 on that curve).
+- **SLO.** No running request carries an ITL SLO: `default_itl_slo_s`, or no latency
+  bound at all (LBP = 0) when that is None.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+Action = Literal["grow", "halve", "step_back", "hold"]
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    engine_max: int  # the engine's own max batch: the cap never goes above it
+    alpha: float = 0.5  # EWMA smoothing factor of Algorithm 1
+    tolerance: float = 0.05  # TBP within 1 ± tolerance is "flat" (noise band)
+    min_tokens: int = 8  # a window with fewer decoded tokens is not judged
+    samples: int = 8  # throughput is averaged over up to this many windows per cap
+    default_itl_slo_s: float | None = None  # used when no running request has an ITL SLO
+
+
+@dataclass(frozen=True)
+class BatchObservation:
+    """One window of the engine, since the last measured tick."""
+
+    running: int  # requests in the running batch (peak over the window)
+    tokens: int  # decode tokens produced in the window
+    itl_s: float | None  # mean inter-token latency over the window; None: no tokens
+    throughput: float  # decode tokens/s over the window
+    itl_slos_s: tuple[float, ...] = ()  # ITL SLOs of the running requests
+    waiting: int = 0  # requests admitted but held back (by the cap or memory)
+
+
+@dataclass(frozen=True)
+class BatchState:
+    value: float  # the continuous EWMA max batch; the engine gets floor(value)
+    ref_batch: int | None = None  # the last different cap that was measured binding
+    ref_throughput: float | None = None  # its mean throughput: "previous throughput"
+    throughput: float | None = None  # mean throughput measured at the current cap
+    samples: int = 0  # binding windows behind that mean
+
+    @property
+    def max_batch(self) -> int:
+        return max(1, math.floor(self.value))
+
+
+@dataclass(frozen=True)
+class BatchDecision:
+    max_batch: int  # the cap to apply to the engine now
+    lbp: float | None  # latency backpressure; None when the window was not judged
+    tbp: float | None  # throughput backpressure; None when nothing comparable
+    backpressure: float | None  # max(LBP, TBP)
+    action: Action
+    reason: str
+    measured: bool  # False: the window was too thin; keep accumulating it
+
+
+def initial_state(limits: BatchLimits, start: int | None = None) -> BatchState:
+    """The first state: `start` (default 1, slow start), within bounds."""
+    return BatchState(value=float(_bound(start or 1, limits)))
+
+
+def tightest_slo(obs: BatchObservation, limits: BatchLimits) -> float | None:
+    """The smallest ITL SLO among running requests: the batch serves them all."""
+    positive = [s for s in obs.itl_slos_s if s > 0]
+    return min(positive) if positive else limits.default_itl_slo_s
+
+
+def latency_backpressure(obs: BatchObservation, limits: BatchLimits) -> float:
+    slo = tightest_slo(obs, limits)
+    if slo is None or obs.itl_s is None:
+        return 0.0
+    return obs.itl_s / slo
+
+
+def throughput_backpressure(
+    state: BatchState, current: float | None, limits: BatchLimits
+) -> tuple[float | None, str]:
+    """TBP of the current cap's mean throughput against the last different cap's mean,
+    or None with why the two are not comparable."""
+    if current is None:
+        return None, "cap not binding"
+    if state.ref_batch is None or state.ref_throughput is None:
+        return None, "no reference throughput yet"
+    if current <= 0:
+        return None, "no throughput measured"
+    tbp = state.ref_throughput / current
+    if state.max_batch < state.ref_batch and tbp > 1 + limits.tolerance:
+        return None, "throughput fell after a decrease, as expected"
+    return tbp, f"vs batch {state.ref_batch}"
+
+
+def step(
+    state: BatchState, obs: BatchObservation, limits: BatchLimits
+) -> tuple[BatchState, BatchDecision]:
+    """One tick of Algorithm 1: the next state and the decision to apply and export."""
+    state = replace(state, value=float(_bound(state.value, limits)))
+    cap = state.max_batch
+    if obs.running <= 0 or obs.itl_s is None:
+        return state, _hold(cap, "idle: no running requests", measured=False)
+    if obs.tokens < limits.min_tokens:
+        why = f"too few tokens to judge ({obs.tokens} < {limits.min_tokens})"
+        return state, _hold(cap, why, measured=False)
+
+    binding = obs.running >= cap or obs.waiting > 0
+    if binding:
+        state = _with_sample(state, obs.throughput, limits.samples)
+    lbp = latency_backpressure(obs, limits)
+    tbp, tbp_note = throughput_backpressure(state, state.throughput if binding else None, limits)
+    bp = max(lbp, tbp if tbp is not None else 0.0)
+    grew = state.ref_batch is not None and cap > state.ref_batch
+    tail = f"LBP {lbp:.2f}, TBP {_fmt(tbp)} ({tbp_note})"
+
+    value = state.value
+    action: Action = "hold"
+    if lbp >= 1 or (tbp is not None and tbp > 1 + limits.tolerance):
+        base = state.value if binding else min(state.value, float(obs.running))
+        value, action = base / 2, "halve"
+        why = "ITL over SLO" if lbp >= 1 else "throughput fell as the batch grew"
+        reason = f"{why}: halve {math.floor(base)} -> {_cap(value, limits)}; {tail}"
+    elif not binding:
+        reason = f"cap {cap} not binding ({obs.running} running): no evidence to grow; {tail}"
+    elif grew and tbp is not None and tbp > 1 and state.ref_batch is not None:
+        value, action = float(state.ref_batch), "step_back"
+        reason = f"growing to {cap} did not pay: back to {state.ref_batch}; {tail}"
+    elif tbp is not None and tbp >= 1 - limits.tolerance:
+        reason = f"throughput flat at batch {cap}: the inflection; {tail}"
+    elif cap >= limits.engine_max:
+        reason = f"at the engine limit {limits.engine_max}; {tail}"
+    else:
+        # A clear gain from growing argues for growth: it paces nothing (see docstring).
+        pace = lbp if grew else bp
+        value, action = _ewma_grow(state.value, pace, limits), "grow"
+        reason = f"backpressure {pace:.2f} < 1: grow {cap} -> {_cap(value, limits)}; {tail}"
+
+    new = replace(state, value=float(_bound(value, limits)))
+    if new.max_batch != cap:
+        # Leaving this cap: its mean throughput becomes the reference, if it was measured.
+        measured = state.throughput is not None
+        new = replace(
+            new,
+            ref_batch=cap if measured else None,
+            ref_throughput=state.throughput,
+            throughput=None,
+            samples=0,
+        )
+    decision = BatchDecision(new.max_batch, lbp, tbp, bp, action, reason, measured=True)
+    return new, decision
+
+
+def _with_sample(state: BatchState, throughput: float, window: int) -> BatchState:
+    """Running mean of the current cap's throughput, an EWMA of weight 1/window later."""
+    n = state.samples + 1
+    old = state.throughput if state.throughput is not None else throughput
+    mean = old + (throughput - old) / min(n, max(1, window))
+    return replace(state, throughput=mean, samples=n)
+
+
+def _ewma_grow(value: float, backpressure: float, limits: BatchLimits) -> float:
+    """Algorithm 1, line 10: alpha · (1/bp) · value + (1 - alpha) · value; bp 0 means unbounded."""
+    if backpressure <= 0:
+        return float(limits.engine_max)
+    return limits.alpha * value / backpressure + (1 - limits.alpha) * value
+
+
+def _bound(value: float, limits: BatchLimits) -> float:
+    """Within [1, engine_max]; the float survives so the EWMA keeps its fraction."""
+    return min(max(value, 1.0), float(max(1, limits.engine_max)))
+
+
+def _cap(value: float, limits: BatchLimits) -> int:
+    return max(1, math.floor(_bound(value, limits)))
+
+
+def _hold(cap: int, reason: str, measured: bool) -> BatchDecision:
+    return BatchDecision(cap, None, None, None, "hold", reason, measured)
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"

@@ -1,0 +1,260 @@
+"""Chiron Algorithm 1, tick by tick: halving, EWMA growth, TBP, bounds, idle windows."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import pytest
+
+from cascade_autoscaler.batch_size import (
+    BatchDecision,
+    BatchLimits,
+    BatchObservation,
+    BatchState,
+    initial_state,
+    step,
+)
+
+LIMITS = BatchLimits(engine_max=256)
+
+
+def obs(
+    running: int,
+    itl_s: float,
+    throughput: float,
+    slos: tuple[float, ...] = (0.1,),
+    tokens: int = 500,
+    waiting: int = 4,
+) -> BatchObservation:
+    return BatchObservation(running, tokens, itl_s, throughput, slos, waiting)
+
+
+def toy_itl(b: int) -> float:
+    """ITL grows superlinearly (attention, preemptions): throughput b/ITL peaks at 63."""
+    return 0.020 + 0.0005 * b + 0.000005 * b * b
+
+
+def toy_throughput(b: int) -> float:
+    return b / toy_itl(b)
+
+
+PEAK = max(range(1, 257), key=toy_throughput)
+
+
+def simulate(
+    itl: Callable[[int], float],
+    slo: float,
+    ticks: int,
+    start: int = 1,
+    limits: BatchLimits = LIMITS,
+    noise: float = 0.0,
+    seed: int = 0,
+) -> list[BatchDecision]:
+    """A saturated engine (requests always waiting) under the toy capacity curve."""
+    rng = random.Random(seed)
+    state = initial_state(limits, start)
+    out = []
+    for _ in range(ticks):
+        b = state.max_batch
+        i = itl(b) * (1 + rng.uniform(-noise, noise))
+        thr = b / i * (1 + rng.uniform(-noise, noise))
+        state, decision = step(state, obs(b, i, thr, slos=(slo,)), limits)
+        assert 1 <= decision.max_batch <= limits.engine_max
+        assert decision.reason
+        out.append(decision)
+    return out
+
+
+def test_itl_over_slo_halves_the_batch() -> None:
+    state = BatchState(value=64.0)
+    state, d = step(state, obs(64, itl_s=0.15, throughput=900), LIMITS)
+    assert (d.action, d.max_batch) == ("halve", 32)
+    assert d.lbp == pytest.approx(1.5) and d.backpressure == pytest.approx(1.5)
+    assert "ITL over SLO" in d.reason
+    # Still violated at 32: halve again (a drop after a decrease is not TBP).
+    state, d = step(state, obs(32, itl_s=0.12, throughput=700), LIMITS)
+    assert (d.action, d.max_batch, d.tbp) == ("halve", 16, None)
+
+
+def test_lbp_exactly_one_halves_as_the_paper_says() -> None:
+    _, d = step(BatchState(value=40.0), obs(40, itl_s=0.1, throughput=500), LIMITS)
+    assert (d.action, d.max_batch) == ("halve", 20)
+
+
+def test_tightest_slo_among_running_requests_sets_lbp() -> None:
+    o = obs(8, itl_s=0.06, throughput=100, slos=(0.5, 0.05, 0.2))
+    _, d = step(BatchState(value=8.0), o, LIMITS)
+    assert d.lbp == pytest.approx(1.2)
+    assert d.action == "halve"
+
+
+def test_ewma_growth_follows_line_10() -> None:
+    # LBP 0.25, no reference yet: value <- 0.5 * 10 / 0.25 + 0.5 * 10 = 25.
+    state, d = step(BatchState(value=10.0), obs(10, itl_s=0.025, throughput=400), LIMITS)
+    assert (d.action, d.max_batch, d.tbp) == ("grow", 25, None)
+    assert state.value == pytest.approx(25.0)
+    assert (state.ref_batch, state.ref_throughput) == (10, 400)
+
+
+def test_fractional_growth_accumulates_instead_of_rounding_away() -> None:
+    # LBP 0.8 grows x1.125: 1 -> 1.125 -> ... the cap leaves 1 after a few ticks.
+    state, caps = BatchState(value=1.0), []
+    for _ in range(8):
+        b = state.max_batch
+        state, d = step(state, obs(b, itl_s=0.08, throughput=10.0 * b, waiting=2), LIMITS)
+        caps.append(d.max_batch)
+    assert caps[0] == 1 and caps[-1] >= 2
+
+
+def test_throughput_drop_after_growth_triggers_tbp() -> None:
+    state = BatchState(value=96.0, ref_batch=64, ref_throughput=1000.0)
+    _, d = step(state, obs(96, itl_s=0.05, throughput=900), LIMITS)
+    assert d.tbp == pytest.approx(1000 / 900)
+    assert d.backpressure == pytest.approx(1000 / 900)
+    assert (d.action, d.max_batch) == ("halve", 48)
+    assert "throughput fell" in d.reason
+
+
+def test_flat_throughput_after_growth_holds_at_the_inflection() -> None:
+    state = BatchState(value=70.0, ref_batch=64, ref_throughput=1000.0)
+    for _ in range(5):
+        state, d = step(state, obs(70, itl_s=0.05, throughput=1010), LIMITS)
+        assert (d.action, d.max_batch) == ("hold", 70)
+    assert "flat" in d.reason
+
+
+def test_a_slight_loss_after_growth_steps_back_to_the_reference() -> None:
+    state = BatchState(value=70.0, ref_batch=64, ref_throughput=1000.0)
+    state, d = step(state, obs(70, itl_s=0.05, throughput=980), LIMITS)
+    assert (d.action, d.max_batch) == ("step_back", 64)
+    assert (state.ref_batch, state.ref_throughput) == (70, 980)
+    # Back at 64, within noise of 70 (-1%): hold (flat). Not an "expected drop after a
+    # decrease", which would let LBP pace a new probe.
+    _, d = step(state, obs(64, itl_s=0.05, throughput=970), LIMITS)
+    assert d.tbp == pytest.approx(980 / 970)
+    assert (d.action, d.max_batch) == ("hold", 64)
+
+
+def test_current_throughput_is_the_mean_over_the_caps_windows() -> None:
+    state = BatchState(value=70.0, ref_batch=64, ref_throughput=1000.0)
+    state, d = step(state, obs(70, itl_s=0.05, throughput=1000), LIMITS)
+    assert d.action == "hold"
+    # One bad window (-8%) alone would halve; averaged with the first it is -4%: step back.
+    _, d = step(state, obs(70, itl_s=0.05, throughput=920), LIMITS)
+    assert d.tbp == pytest.approx(1000 / 960)
+    assert d.action == "step_back"
+
+
+def test_a_clear_gain_paces_growth_by_lbp_not_by_the_gain() -> None:
+    state = BatchState(value=20.0, ref_batch=10, ref_throughput=500.0)
+    _, d = step(state, obs(20, itl_s=0.025, throughput=1000), LIMITS)
+    assert d.tbp == pytest.approx(0.5)
+    # Paced by LBP 0.25 (x2.5), not by max(LBP, TBP) = 0.5 (x1.5).
+    assert (d.action, d.max_batch) == ("grow", 50)
+
+
+def test_drop_after_a_decrease_is_not_backpressure() -> None:
+    state = BatchState(value=32.0, ref_batch=64, ref_throughput=1000.0)
+    _, d = step(state, obs(32, itl_s=0.04, throughput=600), LIMITS)
+    assert d.tbp is None and "after a decrease" in d.reason
+    assert d.action == "grow"
+
+
+def test_rise_after_a_decrease_climbs_back_cautiously() -> None:
+    # Past the inflection: halving raised throughput (TBP 0.8); max(LBP, TBP) paces.
+    state = BatchState(value=64.0, ref_batch=128, ref_throughput=800.0)
+    _, d = step(state, obs(64, itl_s=0.02, throughput=1000), LIMITS)
+    assert d.tbp == pytest.approx(0.8)
+    assert (d.action, d.max_batch) == ("grow", 72)  # 0.5 * 64 / 0.8 + 32
+
+
+def test_converges_near_the_throughput_peak_and_never_exceeds_the_limit() -> None:
+    limits = BatchLimits(engine_max=100)
+    decisions = simulate(toy_itl, slo=0.2, ticks=40, limits=limits)
+    caps = [d.max_batch for d in decisions]
+    assert max(caps) <= 100
+    tail = caps[-15:]
+    assert len(set(tail)) == 1, caps  # settled: no sawtooth
+    assert 0.7 * PEAK <= tail[0] <= 1.5 * PEAK, caps
+    assert toy_throughput(tail[0]) >= 0.95 * toy_throughput(PEAK)
+    assert max(caps) == 100  # it did probe the limit and came back
+
+
+def test_converges_under_noisy_measurements() -> None:
+    for seed in range(8):
+        caps = [d.max_batch for d in simulate(toy_itl, 0.2, 60, noise=0.03, seed=seed)]
+        tail = caps[-10:]
+        assert len(set(tail)) == 1, (seed, caps)
+        assert toy_throughput(tail[0]) >= 0.9 * toy_throughput(PEAK), (seed, caps)
+
+
+def test_a_tight_slo_bounds_the_batch_below_the_peak() -> None:
+    # ITL 60 ms is reached at batch 52, below the throughput peak.
+    decisions = simulate(toy_itl, slo=0.06, ticks=40)
+    tail = [d.max_batch for d in decisions[-10:]]
+    assert len(set(tail)) == 1
+    assert 35 <= tail[0] <= 52 and toy_itl(tail[0]) < 0.06
+
+
+def test_bounds_engine_limit_and_one() -> None:
+    limits = BatchLimits(engine_max=16)
+    state, d = step(BatchState(value=12.0), obs(12, itl_s=0.001, throughput=100), limits)
+    assert d.max_batch == 16 and state.value == 16.0
+    _, d = step(state, obs(16, itl_s=0.001, throughput=200), limits)
+    assert (d.action, d.max_batch) == ("hold", 16) and "engine limit" in d.reason
+    state = BatchState(value=1.0)
+    _, d = step(state, obs(1, itl_s=0.5, throughput=2), limits)
+    assert (d.action, d.max_batch) == ("halve", 1)
+    # A state above a lowered engine limit is clamped on the next tick.
+    _, d = step(BatchState(value=200.0), obs(16, itl_s=0.2, throughput=80), limits)
+    assert d.max_batch == 8
+
+
+def test_no_slo_means_no_latency_bound() -> None:
+    _, d = step(BatchState(value=4.0), obs(4, itl_s=0.3, throughput=10, slos=()), LIMITS)
+    assert d.lbp == 0.0 and d.max_batch == 256
+    with_default = BatchLimits(engine_max=256, default_itl_slo_s=0.15)
+    _, d = step(BatchState(value=4.0), obs(4, 0.3, 10, slos=()), with_default)
+    assert d.lbp == pytest.approx(2.0) and d.action == "halve"
+
+
+def test_idle_and_thin_windows_hold_without_judging() -> None:
+    state = BatchState(value=40.0, ref_batch=20, ref_throughput=300.0)
+    idle = BatchObservation(running=0, tokens=0, itl_s=None, throughput=0.0)
+    new, d = step(state, idle, LIMITS)
+    assert new == state
+    assert (d.action, d.max_batch, d.measured, d.lbp, d.backpressure) == (
+        "hold",
+        40,
+        False,
+        None,
+        None,
+    )
+    thin = obs(40, itl_s=0.5, throughput=10, tokens=3)  # would halve if judged
+    new, d = step(state, thin, LIMITS)
+    assert new == state and not d.measured and "too few tokens" in d.reason
+    # Many idle ticks change nothing, then the reference is still there.
+    for _ in range(20):
+        state, _ = step(state, idle, LIMITS)
+    _, d = step(state, obs(40, itl_s=0.03, throughput=250), LIMITS)
+    assert d.tbp == pytest.approx(300 / 250) and d.action == "halve"
+
+
+def test_unbinding_cap_does_not_grow_and_halving_uses_the_running_batch() -> None:
+    state = BatchState(value=64.0, ref_batch=32, ref_throughput=500.0)
+    _, d = step(state, obs(10, itl_s=0.03, throughput=200, waiting=0), LIMITS)
+    assert (d.action, d.max_batch, d.tbp) == ("hold", 64, None)
+    assert "not binding" in d.reason
+    new, d = step(state, obs(10, itl_s=0.2, throughput=50, waiting=0), LIMITS)
+    assert (d.action, d.max_batch) == ("halve", 5)
+    assert new.ref_batch is None  # that window did not measure the cap
+
+
+def test_first_tick_has_no_tbp() -> None:
+    state = initial_state(LIMITS)
+    assert state.max_batch == 1
+    _, d = step(state, obs(1, itl_s=0.02, throughput=50), LIMITS)
+    assert d.tbp is None and "no reference" in d.reason
+    assert d.backpressure == pytest.approx(0.2)
+    assert (d.action, d.max_batch) == ("grow", 3)  # 0.5 / 0.2 + 0.5 = 3
