@@ -10,12 +10,21 @@ import sys
 from pathlib import Path
 
 from cascade_dev import cluster
+from cascade_dev.cpuquota import check_cores
 from cascade_dev.paths import StatePaths, default_state_dir
 from cascade_dev.urls import ResolveError
 
 
 def _paths(args: argparse.Namespace) -> StatePaths:
     return StatePaths(args.state_dir or default_state_dir())
+
+
+def _cores(text: str) -> float:
+    """`--node-cpu` checked while parsing, before anything starts."""
+    try:
+        return check_cores(float(text))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -28,6 +37,7 @@ def _up(args: argparse.Namespace) -> int:
         fabric=args.fabric,
         timeout=args.timeout,
         wait_nodes=not args.no_wait,
+        node_cpu=args.node_cpu,
     )
     paths = _paths(args)
     plan = cluster.up(paths, opts)
@@ -87,6 +97,14 @@ def add_parser(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         choices=("auto", "netns", "loopback"),
         default="auto",
         help="netns needs root; auto picks it when possible",
+    )
+    up.add_argument(
+        "--node-cpu",
+        type=_cores,
+        default=None,
+        metavar="CORES",
+        help="hold each node's pods (not the operator or gateway) to CORES cores of CPU, "
+        "e.g. 0.5, so capacity grows with nodes as with GPUs (root; default: no quota)",
     )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait per phase")
     up.add_argument("--no-wait", action="store_true", help="don't wait for nodes to be Ready")

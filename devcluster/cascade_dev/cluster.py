@@ -2,8 +2,9 @@
 
 `up` is a reconcile: every step (binaries, PKI, kubeconfigs, cluster.json, switches,
 control plane, node agent) checks before it acts, so running it on a live cluster only
-restarts the node agent when the node list changed. `down` stops everything in reverse,
-sweeps whatever still runs for the state dir, deletes the fabric and wipes etcd and pods.
+restarts the node agent when the plan changed (node list, `--node-cpu`: the new agent
+rewrites the quotas). `down` stops everything in reverse, sweeps whatever still runs for
+the state dir, removes the CPU quota groups, deletes the fabric and wipes etcd and pods.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cascade_dev import controlplane, netlinks, processes, toolchain
+from cascade_dev import cgroups, controlplane, netlinks, processes, toolchain
 from cascade_dev.controlplane import CONTROLLER_MANAGER
 from cascade_dev.kubeapi import KubeApi
 from cascade_dev.kubeconfig import write_kubeconfig
@@ -40,6 +41,7 @@ class UpOptions:
     fabric: str = "auto"  # auto | netns | loopback
     timeout: float = 120.0
     wait_nodes: bool = True
+    node_cpu: float | None = None  # cores of CPU quota per node; None: unlimited
 
 
 def _log(msg: str) -> None:
@@ -82,7 +84,10 @@ def up(paths: StatePaths, opts: UpOptions) -> ClusterPlan:
         nic_mbit=opts.nic_mbit,
         spine_mbit=opts.spine_mbit,
         nodes_per_leaf=opts.nodes_per_leaf,
+        node_cpu=opts.node_cpu,
     )
+    if opts.node_cpu is not None:
+        _check_cpu_quota()
     old = load_plan(paths)
     if old and old.mode != plan.mode and processes.running(paths, controlplane.APISERVER):
         raise RuntimeError(f"cluster runs a {old.mode} fabric; `cascade dev down` to switch")
@@ -110,6 +115,25 @@ def up(paths: StatePaths, opts: UpOptions) -> ClusterPlan:
     if opts.wait_nodes:
         wait_nodes_ready(paths, api, plan, opts.timeout)
     return plan
+
+
+def _check_cpu_quota() -> None:
+    """Refuse --node-cpu up front where the agent could not enforce it."""
+    cg = cgroups.CpuCgroups.detect()
+    problem = "no cgroup cpu controller (v1 cpu or v2 cpu.max)" if cg is None else cg.problem()
+    if problem is not None:
+        raise RuntimeError(f"--node-cpu: {problem}")
+
+
+def _release_cpu_groups() -> None:
+    """After the pods are dead: no group of ours is left in the cpu hierarchy."""
+    cg = cgroups.CpuCgroups.detect()
+    if cg is None:
+        return
+    try:
+        cg.release_all()
+    except (OSError, cgroups.CgroupError) as e:
+        _log(f"warning: CPU quota groups left behind: {e}")
 
 
 def _prune_nodes(api: KubeApi, plan: ClusterPlan) -> None:
@@ -174,6 +198,7 @@ def down(paths: StatePaths) -> None:
     processes.terminate(_pod_pids(paths) + _netns_pids(), grace=5.0)
     controlplane.stop_control_plane(paths)
     processes.terminate(processes.stragglers(paths.root), grace=3.0)
+    _release_cpu_groups()
     if paths.root.exists():
         _unmount_under(paths.root)
     if netlinks.choose_mode("auto") == MODE_NETNS:
@@ -209,10 +234,15 @@ def status(paths: StatePaths) -> str:
     up_now = api.ready()
     lines.append(f"apiserver: {'ready' if up_now else 'not ready'} (kubeconfig {paths.kubeconfig})")
     ready = ready_nodes(api) if up_now else set()
+    cg = cgroups.CpuCgroups.detect()
     for n in plan.nodes:
         state = "Ready" if n.name in ready else "NotReady"
+        cpu = f" cpu={n.cpu:g}" if n.cpu is not None else ""
+        if cpu and cg is not None:
+            s = cg.stat(n.name)
+            cpu += f" (throttled {s.get('nr_throttled', 0)}/{s.get('nr_periods', 0)} periods)"
         lines.append(
             f"  {n.name:18} {state:9} {n.ip:15} {n.leaf} {n.zone} gpus={n.gpus} "
-            f"nic={n.nic_in_mbit}Mbit/s"
+            f"nic={n.nic_in_mbit}Mbit/s{cpu}"
         )
     return "\n".join(lines)

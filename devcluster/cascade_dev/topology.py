@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cascade_api import constants as c
+from cascade_dev.cpuquota import LABEL_NODE_CPU, check_cores, format_cores
 
 MODE_NETNS = "netns"
 MODE_LOOPBACK = "loopback"
@@ -121,6 +122,7 @@ class NodePlan:
     up_veth: str  # node end of the node<->leaf pair; egress shaped at nic_out_mbit
     down_veth: str  # leaf end; egress shaped at nic_in_mbit
     labels: dict[str, str] = field(default_factory=dict)
+    cpu: float | None = None  # cores of CPU quota for the node's pods; None: unlimited
 
 
 @dataclass(frozen=True)
@@ -163,9 +165,11 @@ def plan_cluster(
     nic_mbit: int = 1000,
     spine_mbit: int | None = None,
     nodes_per_leaf: int = 4,
+    node_cpu: float | None = None,
 ) -> ClusterPlan:
     """The whole cluster from `cascade dev up` flags. Spine links default to one NIC's rate,
-    so a full leaf is oversubscribed nodes_per_leaf:1 toward the spine."""
+    so a full leaf is oversubscribed nodes_per_leaf:1 toward the spine. `node_cpu` gives
+    every node a CPU quota (cpuquota.py) and the label that tells readers about it."""
     if not 1 <= nodes <= MAX_NODES:
         raise ValueError(f"--nodes must be 1..{MAX_NODES}, got {nodes}")
     if nodes_per_leaf < 1 or gpus_per_node < 0 or nic_mbit < 1:
@@ -175,6 +179,8 @@ def plan_cluster(
     spine = spine_mbit if spine_mbit is not None else nic_mbit
     if spine < 1:
         raise ValueError("--spine-mbit must be >= 1")
+    if node_cpu is not None:
+        check_cores(node_cpu)
     leaf_count = leaf_of(nodes - 1, nodes_per_leaf) + 1
     leaves = tuple(
         LeafPlan(
@@ -201,6 +207,8 @@ def plan_cluster(
             c.LABEL_NIC_IN_MBIT: str(nic_mbit),
             c.LABEL_NIC_OUT_MBIT: str(nic_mbit),
         }
+        if node_cpu is not None:
+            labels[LABEL_NODE_CPU] = format_cores(node_cpu)
         plans.append(
             NodePlan(
                 name=name,
@@ -217,6 +225,7 @@ def plan_cluster(
                 up_veth=f"cxnu{i}",
                 down_veth=f"cxnd{i}",
                 labels=labels,
+                cpu=node_cpu,
             )
         )
     host = NETNS_HOST_IP if mode == MODE_NETNS else LOOPBACK_HOST_IP

@@ -90,3 +90,21 @@ def test_tbf_burst_covers_gso_packets() -> None:
     assert args[:2] == ["rate", "100mbit"]
     assert int(args[3]) >= 2 * 65536
     assert int(t.tbf_args(10_000)[3]) == 10_000 * 1_000_000 // 8 // 500
+
+
+def test_node_cpu_quota_is_planned_labelled_and_round_trips() -> None:
+    plan = t.plan_cluster(2, node_cpu=0.25)
+    assert [n.cpu for n in plan.nodes] == [0.25, 0.25]
+    assert plan.nodes[1].labels["cascade.dev/node-cpu"] == "0.25"
+    assert t.ClusterPlan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+    unlimited = t.plan_cluster(2)
+    assert [n.cpu for n in unlimited.nodes] == [None, None]
+    assert "cascade.dev/node-cpu" not in unlimited.nodes[0].labels
+    with pytest.raises(ValueError, match="--node-cpu"):
+        t.plan_cluster(2, node_cpu=0)
+
+
+def test_plans_written_before_node_cpu_still_load() -> None:
+    data = t.plan_cluster(1).to_json()
+    del data["nodes"][0]["cpu"]
+    assert t.ClusterPlan.from_json(data).nodes[0].cpu is None

@@ -111,3 +111,17 @@ def test_lease() -> None:
         "uid": "uid-1",
     }
     assert "ownerReferences" not in nodes.lease_manifest("n", None, T0)["metadata"]
+
+
+def test_node_cpu_label_follows_the_quota() -> None:
+    quota = {**CLUSTER, "nodes": [{**CLUSTER["nodes"][0], "cpu": 0.5}]}  # type: ignore[dict-item]
+    quota_spec = nodes.load_nodes(quota)[0]
+    assert quota_spec.cpu == 0.5
+    assert nodes.node_labels(quota_spec)["cascade.dev/node-cpu"] == "0.5"
+    assert nodes.node_metadata_patch(quota_spec)["metadata"]["labels"]["cascade.dev/node-cpu"] == (
+        "0.5"
+    )
+    # no quota (any more): the label is absent, and the patch removes one left on the node
+    assert spec().cpu is None
+    assert "cascade.dev/node-cpu" not in nodes.node_labels(spec())
+    assert nodes.node_metadata_patch(spec())["metadata"]["labels"]["cascade.dev/node-cpu"] is None

@@ -17,9 +17,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cascade_dev.cgroups import CpuCgroups
 from cascade_dev.fabric import Fabric
 
 from .context import AgentContext, HostEnv
+from .cpu import NodeCpu
 from .env import API_PORT
 from .events import EventRecorder
 from .heartbeat import Heartbeat
@@ -64,6 +66,7 @@ class Agent:
             state_dir / "pods",
             state_dir / "logs" / "pods",
             host,
+            NodeCpu({n.name: n.cpu for n in self.nodes}, CpuCgroups.detect()),
         )
         self.heartbeat = Heartbeat(self.kube, self.nodes, fabric, self.stop)
         self.watcher = PodWatcher(
@@ -130,6 +133,8 @@ class Agent:
         self.heartbeat.register_all()
         if self.stop.is_set():
             return
+        if self.ctx.cpu is not None:
+            self.ctx.cpu.apply()  # before any pod (re-adopted or new) is placed
         threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True).start()
         ips = [self.ctx.fabric.node_ip(n.name) for n in self.nodes]
         LogServer(ips, self._find_pod, self.state_dir / "nodeagent").start()

@@ -1,9 +1,9 @@
 """What the node agent shares with every pod worker, and what the host gives each container.
 
 The agent builds one `AgentContext` at start-up and hands it to every pod worker; the
-steps that advance a pod (sandbox, container start, teardown) reach the API, the fabric
-and the host through it. It lives below all of them, so each step can name these types
-without importing the worker that runs it.
+steps that advance a pod (sandbox, container start, teardown) reach the API, the fabric,
+the host and the nodes' CPU quotas through it. It lives below all of them, so each step
+can name these types without importing the worker that runs it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cascade_dev.fabric import Fabric
 
+from .cpu import NodeCpu
 from .events import EventRecorder
 from .kube import Kube
 from .procwatch import ExitWatcher
@@ -42,3 +43,4 @@ class AgentContext:
     pods_dir: Path
     logs_dir: Path
     host: HostEnv
+    cpu: NodeCpu | None = None  # `--node-cpu` quotas; None: every pod runs unconfined

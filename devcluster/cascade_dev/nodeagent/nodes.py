@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from cascade_api import constants as c
+from cascade_dev.cpuquota import LABEL_NODE_CPU, format_cores, parse_cores
 
 from .timeutil import micro_time, rfc3339
 
@@ -59,6 +60,7 @@ class NodeSpec:
     gpus: int
     nic_in_mbit: int
     nic_out_mbit: int
+    cpu: float | None = None  # CPU quota of the node's pods in cores; None: unlimited
     # Labels cluster.json asks for beyond ours (ours win on conflict).
     extra_labels: tuple[tuple[str, str], ...] = ()
 
@@ -73,6 +75,7 @@ class NodeSpec:
             gpus=int(d.get("gpus", 8)),
             nic_in_mbit=int(d.get("nic_in_mbit", 0)),
             nic_out_mbit=int(d.get("nic_out_mbit", 0)),
+            cpu=parse_cores(d.get("cpu")),
             extra_labels=tuple(
                 sorted((str(k), str(v)) for k, v in (d.get("labels") or {}).items())
             ),
@@ -86,19 +89,24 @@ def load_nodes(cluster: Mapping[str, Any]) -> list[NodeSpec]:
 
 
 def node_labels(spec: NodeSpec) -> dict[str, str]:
-    return dict(spec.extra_labels) | {
-        LABEL_HOSTNAME: spec.name,
-        LABEL_OS: "linux",
-        LABEL_ARCH: "amd64",
-        c.LABEL_ZONE: spec.zone,
-        c.LABEL_GPU_PRODUCT: GPU_PRODUCT,
-        LABEL_GPU_COUNT: str(spec.gpus),
-        c.LABEL_NVLINK_CLIQUE: spec.nvlink_clique,
-        c.LABEL_LEAF: spec.leaf,
-        c.LABEL_NIC_IN_MBIT: str(spec.nic_in_mbit),
-        c.LABEL_NIC_OUT_MBIT: str(spec.nic_out_mbit),
-        LABEL_SIMULATED: "true",
-    }
+    quota = {LABEL_NODE_CPU: format_cores(spec.cpu)} if spec.cpu is not None else {}
+    return (
+        dict(spec.extra_labels)
+        | quota
+        | {
+            LABEL_HOSTNAME: spec.name,
+            LABEL_OS: "linux",
+            LABEL_ARCH: "amd64",
+            c.LABEL_ZONE: spec.zone,
+            c.LABEL_GPU_PRODUCT: GPU_PRODUCT,
+            LABEL_GPU_COUNT: str(spec.gpus),
+            c.LABEL_NVLINK_CLIQUE: spec.nvlink_clique,
+            c.LABEL_LEAF: spec.leaf,
+            c.LABEL_NIC_IN_MBIT: str(spec.nic_in_mbit),
+            c.LABEL_NIC_OUT_MBIT: str(spec.nic_out_mbit),
+            LABEL_SIMULATED: "true",
+        }
+    )
 
 
 def node_capacity(spec: NodeSpec) -> dict[str, str]:
@@ -184,8 +192,10 @@ def node_manifest(spec: NodeSpec, ip: str, now: datetime, kernel: str = "") -> d
 
 
 def node_metadata_patch(spec: NodeSpec) -> dict[str, Any]:
-    """Merge patch that re-asserts our labels on an existing node (others are kept)."""
-    return {"metadata": {"labels": node_labels(spec)}}
+    """Merge patch that re-asserts our labels on an existing node (others are kept); the
+    CPU quota label goes when the node has no quota any more (`up` without --node-cpu)."""
+    labels: dict[str, str | None] = {LABEL_NODE_CPU: None}
+    return {"metadata": {"labels": labels | node_labels(spec)}}
 
 
 def lease_manifest(node_name: str, node_uid: str | None, now: datetime) -> dict[str, Any]:

@@ -73,6 +73,8 @@ class PodWorker(PodState):
                 continue
             log.info("pod %s: re-adopted container %s (pid %d)", self.uid, run.name, rec.pid)
             run.proc = proc
+            if self.ctx.cpu is not None:  # the quota may be new since it started
+                self.ctx.cpu.confine(self.node, self.pod, proc.pid)
             self.ctx.exits.watch(proc, functools.partial(self.on_exit, run.name, rec.pid))
 
     # -- sync -----------------------------------------------------------------------------

@@ -174,6 +174,8 @@ def start_container(w: PodState, run: Run) -> list[float]:
         )
     except OSError as e:
         return _not_started(w, run, RUN_ERROR, str(e), RETRY_S)
+    if w.ctx.cpu is not None:
+        w.ctx.cpu.confine(w.node, w.pod, proc.pid)  # before its program gets going
     run.started(proc, prep.image_id, now())
     run.checkpoint(w.record_path(run), proc.start_ticks)
     w.ctx.exits.watch(proc, functools.partial(w.on_exit, run.name, proc.pid))

@@ -1,0 +1,67 @@
+"""The node agent's side of `--node-cpu`: each node's group at start, pods put into it.
+
+The quota comes from cluster.json (the same value `cascade dev up` wrote into the node's
+`cascade.dev/node-cpu` label). `apply` runs once when the agent starts: it makes or
+updates the group of every quota'd node and removes the groups of nodes that lost their
+quota or left the cluster, moving what ran in them back out. `confine` runs right after
+a container's process is spawned (and for each process a restarted agent re-adopts, so a
+quota set by a later `up` reaches pods that were already running); the process is then
+still starting its program, and what it forks afterwards inherits the group.
+
+Failures never stop a pod: a process that could not be placed runs unconfined and the
+agent logs why (`cascade dev up` refuses --node-cpu where groups cannot be made at all).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from cascade_dev.cgroups import CgroupError, CpuCgroups
+from cascade_dev.cpuquota import confined
+
+log = logging.getLogger(__name__)
+
+
+class NodeCpu:
+    """CPU quotas of the agent's nodes and the groups that enforce them."""
+
+    def __init__(self, quotas: Mapping[str, float | None], cgroups: CpuCgroups | None) -> None:
+        self.quotas = {node: cores for node, cores in quotas.items() if cores is not None}
+        self._cgroups = cgroups
+
+    def apply(self) -> None:
+        """Make the groups match the quotas (called once, before any pod starts)."""
+        cg = self._cgroups
+        if cg is None:
+            if self.quotas:
+                log.error("no cgroup cpu controller on this host: pods run without CPU quota")
+            return
+        problem = cg.problem()
+        if problem is not None:
+            if self.quotas:
+                log.error("pods run without CPU quota: %s", problem)
+            self._cgroups = None
+            return
+        try:
+            for node, cores in sorted(self.quotas.items()):
+                group = cg.ensure(node, cores)
+                log.info("node %s: pods limited to %g core(s) in %s", node, cores, group)
+            for node in cg.release_all(keep=self.quotas):
+                log.info("node %s: CPU quota lifted, group removed", node)
+        except (OSError, CgroupError) as e:
+            log.error("CPU quota groups: %s; pods run without CPU quota", e)
+            self._cgroups = None
+
+    def confine(self, node: str, pod: Mapping[str, Any], pid: int) -> None:
+        """Put a freshly spawned (or re-adopted) container process in its node's group."""
+        cg = self._cgroups
+        if cg is None or node not in self.quotas or not confined(pod):
+            return
+        try:
+            moved = cg.place(node, pid)
+        except OSError as e:
+            log.warning("node %s: could not put pid %d under its CPU quota: %s", node, pid, e)
+            return
+        log.debug("node %s: pids %s under its CPU quota", node, moved)
