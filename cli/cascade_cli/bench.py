@@ -18,6 +18,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from cascade_cli import bench_capacity
+
 
 def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x.strip())
@@ -95,6 +97,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     _add_replay(cmds)
     _add_plan(cmds)
     _add_scaleup(cmds)
+    bench_capacity.add(cmds)
 
 
 def _write_json(path: Path | None, doc: dict[str, Any]) -> None:

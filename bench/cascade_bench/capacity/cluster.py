@@ -1,0 +1,134 @@
+"""The bench's view of the cluster: one ModelDeployment in a namespace of its own.
+
+The bench needs a running `cascade dev up --nodes 3 --node-cpu C` cluster (it does not
+start or stop one: the quota is the cluster's, and the same cluster serves other runs).
+It applies the CRDs generated from `cascade_api`, makes a fresh namespace, starts a
+`cascade-operator` watching only that namespace (as `bench scaleup --run-operator`
+does), creates the ModelDeployment with the engine's max batch raised to the largest
+batch measured, and reads back what the measurement needs: each Ready worker's pod IP
+and node, and that node's `cascade.dev/node-cpu` label. Two instances must sit on two
+nodes, or the second adds no quota; the bench checks `spec.nodeName` and refuses a run
+where they share one. Everything it made goes at exit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cascade_api import constants as c
+from cascade_api.crd import model_deployment_crd, scale_plan_crd
+from cascade_bench.scaleup import _operator
+
+NODE_CPU_LABEL = "cascade.dev/node-cpu"
+NAME = "capacity"
+
+
+@dataclass(frozen=True)
+class Worker:
+    pod: str
+    node: str
+    ip: str
+    node_cpu: float | None  # the node's quota in cores; None: unlimited
+
+    @property
+    def generate_url(self) -> str:
+        return f"http://{self.ip}:{c.WORKER_PORT}/v1/generate"
+
+
+class Deployment:
+    """The bench's ModelDeployment and its workers (kubernetes client calls only)."""
+
+    def __init__(self, core: Any, custom: Any, ns: str) -> None:
+        self.core, self.custom, self.ns = core, custom, ns
+
+    def create(self, model_path: Path, max_batch: int) -> None:
+        md = {
+            "apiVersion": c.API_VERSION,
+            "kind": c.MD_KIND,
+            "metadata": {"name": NAME, "namespace": self.ns},
+            "spec": {
+                "model": {"uri": f"file://{model_path}"},
+                "replicas": 1,
+                "engine": {"maxBatchSize": max_batch},
+            },
+        }
+        self.custom.create_namespaced_custom_object(c.GROUP, c.VERSION, self.ns, c.MD_PLURAL, md)
+
+    def scale(self, replicas: int) -> None:
+        self.custom.patch_namespaced_custom_object_scale(
+            c.GROUP, c.VERSION, self.ns, c.MD_PLURAL, NAME, {"spec": {"replicas": replicas}}
+        )
+
+    def ready_workers(self) -> list[Worker]:
+        selector = f"{c.LABEL_DEPLOYMENT}={NAME},app.kubernetes.io/component=worker"
+        out = []
+        for p in self.core.list_namespaced_pod(self.ns, label_selector=selector).items:
+            ready = any(k.type == "Ready" and k.status == "True" for k in p.status.conditions or [])
+            if p.metadata.deletion_timestamp or not ready or not p.status.pod_ip:
+                continue
+            node = self.core.read_node(p.spec.node_name)
+            cpu = (node.metadata.labels or {}).get(NODE_CPU_LABEL)
+            out.append(Worker(p.metadata.name, p.spec.node_name, p.status.pod_ip, _cores(cpu)))
+        return sorted(out, key=lambda w: w.pod)
+
+    def wait_ready(self, n: int, timeout_s: float) -> list[Worker]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            workers = self.ready_workers()
+            if len(workers) >= n:
+                return workers
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{n} Ready worker(s) not there after {timeout_s:.0f} s")
+            time.sleep(1.0)
+
+
+def _cores(label: str | None) -> float | None:
+    if not label or label in ("none", "unlimited"):
+        return None
+    return float(label)
+
+
+def _apply_crds(kubeconfig: Path) -> None:
+    docs = [model_deployment_crd(), scale_plan_crd()]
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    subprocess.run(
+        ["kubectl", "apply", "--validate=false", "-f", "-"],
+        input=yaml.safe_dump_all(docs),
+        text=True,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        ["kubectl", "wait", "--for=condition=Established", "--timeout=60s",
+         "crd/modeldeployments.cascade.dev", "crd/scaleplans.cascade.dev"],
+        env=env, check=True, capture_output=True,
+    )  # fmt: skip
+
+
+@contextmanager
+def deployment(kubeconfig: Path) -> Iterator[Deployment]:
+    """A fresh namespace with its own operator; both removed at exit."""
+    from kubernetes import client, config
+
+    os.environ["KUBECONFIG"] = str(kubeconfig)  # the operator child inherits it
+    config.load_kube_config(config_file=str(kubeconfig))
+    _apply_crds(kubeconfig)
+    core, custom = client.CoreV1Api(), client.CustomObjectsApi()
+    ns = f"cascade-capacity-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": ns}})
+    try:
+        with _operator(ns, True):
+            yield Deployment(core, custom, ns)
+    finally:
+        core.delete_namespace(ns)

@@ -1,0 +1,147 @@
+"""The capacity profile as a document, a table and a picture.
+
+The JSON document is what the simulator reads later (issue 10 §6), so its keys are a
+contract: `node_cpu`, `model`, `curve` (`batch`, `tokens_per_s`, `itl_p50_s`,
+`itl_p90_s`, plus informative extras), `scaling` (`one`, `two`, `ratio`, plus how it was
+measured). `table` prints from that document alone; `plot` draws it with matplotlib's
+Agg backend (imported inside: only the bench extra installs matplotlib).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from cascade_bench.capacity.stats import CurvePoint
+from cascade_bench.table import format_rows
+
+ACCEPT_RATIO = 1.8  # issue 10, acceptance 1: two instances serve >= 1.8x one
+
+
+def document(
+    *,
+    node_cpu: float | None,
+    model: str,
+    params: dict[str, Any],
+    curve: Sequence[CurvePoint],
+    one: CurvePoint,
+    two: CurvePoint,
+    scaling_ratio: float | None,
+) -> dict[str, Any]:
+    return {
+        "node_cpu": node_cpu,
+        "model": model,
+        "params": params,
+        "curve": [asdict(p) for p in curve],
+        "scaling": {
+            "one": one.tokens_per_s,
+            "two": two.tokens_per_s,
+            "ratio": scaling_ratio,
+            "concurrency": one.batch,
+            "via": "direct",  # split evenly over the workers' /v1/generate, no gateway
+            "one_point": asdict(one),
+            "two_point": asdict(two),
+            "accept_ratio": ACCEPT_RATIO,
+            "passed": scaling_ratio is not None and scaling_ratio >= ACCEPT_RATIO,
+        },
+    }
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{1e3 * value:.1f}"
+
+
+def table(doc: dict[str, Any]) -> str:
+    p = doc["params"]
+    cpu = "unlimited" if doc["node_cpu"] is None else f"{doc['node_cpu']:g} core"
+    head = (
+        f"capacity: {doc['model']}, node CPU {cpu}, max_tokens {p['max_tokens']}, prompt "
+        f"{p['prompt_tokens']} tokens, {p['duration_s']:g} s windows after "
+        f"{p['warmup_s']:g} s warm-up"
+    )
+    rows = [["batch", "tokens/s", "ITL p50 ms", "ITL p90 ms", "ITL mean ms", "tokens", "done"]]
+    for c in doc["curve"]:
+        rows.append(
+            [
+                str(c["batch"]),
+                f"{c['tokens_per_s']:.1f}",
+                _ms(c["itl_p50_s"]),
+                _ms(c["itl_p90_s"]),
+                _ms(c["itl_mean_s"]),
+                str(c["tokens"]),
+                str(c["requests_done"]),
+            ]
+        )
+    s = doc["scaling"]
+    srows = [["instances", "in flight", "tokens/s", "ITL p50 ms", "ITL p90 ms"]]
+    for n, key in ((1, "one_point"), (2, "two_point")):
+        pt = s[key]
+        srows.append(
+            [
+                str(n),
+                str(pt["batch"]),
+                f"{pt['tokens_per_s']:.1f}",
+                _ms(pt["itl_p50_s"]),
+                _ms(pt["itl_p90_s"]),
+            ]
+        )
+    r = s["ratio"]
+    verdict = (
+        f"ratio two/one = {r:.3f} "
+        f"({'>=' if s['passed'] else '<'} {s['accept_ratio']:g}: "
+        f"{'pass' if s['passed'] else 'FAIL'})"
+        if r is not None
+        else "ratio: - (one instance produced nothing)"
+    )
+    return "\n".join(
+        [
+            head,
+            "",
+            "one instance, b requests in flight:",
+            format_rows(rows),
+            "",
+            f"scaling at {s['concurrency']} in flight ({s['via']}: split evenly over the workers):",
+            format_rows(srows),
+            verdict,
+        ]
+    )
+
+
+def plot(doc: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curve = doc["curve"]
+    batches = [c["batch"] for c in curve]
+    fig, (ax, bars) = plt.subplots(1, 2, figsize=(11, 4.2), width_ratios=(2, 1))
+    ax.plot(batches, [c["tokens_per_s"] for c in curve], "o-", color="tab:blue")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(batches, [str(b) for b in batches])
+    ax.set_xlabel("batch size (requests in flight)")
+    ax.set_ylabel("tokens/s", color="tab:blue")
+    ax.set_ylim(bottom=0)
+    itl = ax.twinx()
+    for key, style, label in (("itl_p50_s", "s--", "ITL p50"), ("itl_p90_s", "^:", "ITL p90")):
+        ys = [1e3 * c[key] if c[key] is not None else float("nan") for c in curve]
+        itl.plot(batches, ys, style, color="tab:red", label=label)
+    itl.set_ylim(bottom=0)
+    itl.set_ylabel("inter-token latency, ms", color="tab:red")
+    itl.legend(loc="upper left")
+    cpu = "unlimited" if doc["node_cpu"] is None else f"{doc['node_cpu']:g} core"
+    ax.set_title(f"one instance, node CPU {cpu}")
+    s = doc["scaling"]
+    vals = [s["one"], s["two"]]
+    bars.bar(["1 instance", "2 instances"], vals, color=["tab:gray", "tab:green"])
+    for i, v in enumerate(vals):
+        bars.text(i, v, f"{v:.0f}", ha="center", va="bottom")
+    ratio = "-" if s["ratio"] is None else f"{s['ratio']:.2f}x"
+    bars.set_title(f"{s['concurrency']} in flight: {ratio}")
+    bars.set_ylabel("tokens/s")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,119 @@
+"""Pure measurement arithmetic: chunk arrival times -> tokens/s and inter-token latency.
+
+A stream is recorded as `(arrival_time, tokens_in_chunk)` pairs, in arrival order. The
+first chunk carries the prefill (time to first token), so it counts as generated tokens
+but yields no ITL sample. Every later chunk that arrives `gap` seconds after the one
+before and carries `k` tokens yields k ITL samples of `gap / k` each: ITL is per token,
+as Chiron's Figure 3 plots it, whatever the engine's chunking.
+
+Only what arrives inside the measurement window `[start, end)` counts, so the warm-up,
+and requests cut at the window's end, neither inflate nor dilute the rate: tokens/s is
+tokens that arrived in the window over its length. An ITL sample belongs to the window
+its ending chunk arrived in.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+Chunk = tuple[float, int]  # (arrival time in seconds, tokens in the chunk)
+
+
+@dataclass(frozen=True)
+class Window:
+    start: float
+    end: float
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+    def holds(self, t: float) -> bool:
+        return self.start <= t < self.end
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    batch: int  # requests kept in flight (per instance for the curve, in all for scaling)
+    tokens_per_s: float
+    itl_p50_s: float | None  # None when the window saw no second chunk of any stream
+    itl_p90_s: float | None
+    itl_mean_s: float | None  # CFS quota periods make ITL bimodal: p50 alone misleads
+    tokens: int  # generated tokens that arrived in the window
+    requests_done: int  # streams that finished inside the window
+    window_s: float
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default); None if empty."""
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"percentile q must be in [0, 100], got {q}")
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def itl_samples(stream: Sequence[Chunk], window: Window) -> list[float]:
+    """Per-token ITLs of one stream whose ending chunk arrived inside the window."""
+    out: list[float] = []
+    for (t_prev, _), (t, k) in itertools.pairwise(stream):
+        if k <= 0 or not window.holds(t):
+            continue
+        gap = t - t_prev
+        if gap < 0:
+            raise ValueError("chunk arrival times must not decrease")
+        out.extend([gap / k] * k)
+    return out
+
+
+def tokens_in(stream: Sequence[Chunk], window: Window) -> int:
+    return sum(k for t, k in stream if window.holds(t))
+
+
+def curve_point(
+    batch: int, streams: Sequence[Sequence[Chunk]], finished: Sequence[float], window: Window
+) -> CurvePoint:
+    """One batch size's point: `streams` are all recorded streams (whole or cut), and
+    `finished` the arrival times of the streams' last chunks for those that completed."""
+    if window.seconds <= 0:
+        raise ValueError("the measurement window must have a positive length")
+    itls = [x for s in streams for x in itl_samples(s, window)]
+    tokens = sum(tokens_in(s, window) for s in streams)
+    return CurvePoint(
+        batch=batch,
+        tokens_per_s=tokens / window.seconds,
+        itl_p50_s=percentile(itls, 50),
+        itl_p90_s=percentile(itls, 90),
+        itl_mean_s=sum(itls) / len(itls) if itls else None,
+        tokens=tokens,
+        requests_done=sum(1 for t in finished if window.holds(t)),
+        window_s=window.seconds,
+    )
+
+
+def knee(points: Sequence[CurvePoint], fraction: float = 0.9) -> int:
+    """The smallest batch whose throughput reaches `fraction` of the curve's best."""
+    if not points:
+        raise ValueError("no curve points")
+    best = max(p.tokens_per_s for p in points)
+    return min(p.batch for p in points if p.tokens_per_s >= fraction * best)
+
+
+def ratio(one: float, two: float) -> float | None:
+    """Two instances' tokens/s over one's; None when one instance produced nothing."""
+    return two / one if one > 0 else None
+
+
+def split(total: int, parts: int) -> list[int]:
+    """`total` in-flight requests spread over `parts` instances, as evenly as possible."""
+    if parts < 1 or total < 0:
+        raise ValueError("need parts >= 1 and total >= 0")
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]

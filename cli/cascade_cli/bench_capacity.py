@@ -1,0 +1,76 @@
+"""`cascade bench capacity`: one instance's throughput and ITL vs batch size under its
+node's CPU quota, and 1 vs 2 instances (issue 10 §1). Registered by `bench.add_parser`;
+the work is in `cascade_bench.capacity` (imported when the command runs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cp = cmds.add_parser(
+        "capacity",
+        help="one instance's tokens/s and ITL vs batch size, and 1 vs 2 instances",
+        description="On a running `cascade dev up --nodes 3 --node-cpu C` cluster: deploy "
+        "the model in a fresh namespace with its own operator, keep b requests in flight "
+        "to one worker for each batch size (tokens/s, ITL p50/p90 per token), then compare "
+        "1 and 2 instances (on two nodes) at one concurrency, split evenly over the "
+        "workers. Prints a table; --json writes the capacity profile, --png the curves.",
+    )
+    cp.add_argument(
+        "--model-path", type=Path, default=Path("/var/lib/cascade/models/tiny-llama"),
+        help="checkpoint on the nodes (cascade model init)",
+    )  # fmt: skip
+    cp.add_argument("--batches", type=_ints, default=(1, 2, 4, 8, 16, 32), help="e.g. 1,4,16")
+    cp.add_argument(
+        "--concurrency", type=int, default=None,
+        help="in flight for 1 vs 2 instances (default: 2 x the curve's knee)",
+    )  # fmt: skip
+    cp.add_argument("--max-tokens", type=int, default=64, help="per request (ignore_eos)")
+    cp.add_argument("--prompt-tokens", type=int, default=16)
+    cp.add_argument("--warmup-s", type=float, default=4.0, help="before each window")
+    cp.add_argument("--duration-s", type=float, default=12.0, help="each measured window")
+    cp.add_argument("--timeout-s", type=float, default=300.0, help="waiting for Ready")
+    cp.add_argument("--kubeconfig", type=Path, default=None, help="(default: the dev cluster's)")
+    cp.add_argument("--json", type=Path, default=None, metavar="OUT.json")
+    cp.add_argument("--png", type=Path, default=None, metavar="OUT.png")
+    cp.set_defaults(func=_capacity)
+
+
+def _capacity(args: argparse.Namespace) -> int:
+    from cascade_bench.capacity.report import plot, table
+    from cascade_bench.capacity.run import CapacityConfig, run
+    from cascade_dev.paths import StatePaths, default_state_dir
+
+    kubeconfig = args.kubeconfig or Path(
+        os.environ.get("KUBECONFIG") or StatePaths(default_state_dir()).kubeconfig
+    )
+    cfg = CapacityConfig(
+        model_path=args.model_path,
+        kubeconfig=kubeconfig,
+        batches=args.batches,
+        concurrency=args.concurrency,
+        max_tokens=args.max_tokens,
+        prompt_tokens=args.prompt_tokens,
+        warmup_s=args.warmup_s,
+        duration_s=args.duration_s,
+        timeout_s=args.timeout_s,
+    )
+    doc = run(cfg, say=lambda line: print(line, file=sys.stderr))
+    print(table(doc))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"\nwrote {args.json}", file=sys.stderr)
+    if args.png is not None:
+        plot(doc, args.png)
+        print(f"wrote {args.png}", file=sys.stderr)
+    return 0 if doc["scaling"]["passed"] else 1

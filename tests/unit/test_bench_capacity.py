@@ -1,0 +1,126 @@
+"""`cascade bench capacity`'s pure parts: ITL from chunk times, windows, knee, table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cascade_bench.capacity.report import document, plot, table
+from cascade_bench.capacity.stats import (
+    CurvePoint,
+    Window,
+    curve_point,
+    itl_samples,
+    knee,
+    percentile,
+    ratio,
+    split,
+    tokens_in,
+)
+
+
+def test_percentile_interpolates_like_numpy() -> None:
+    assert percentile([], 50) is None
+    assert percentile([3.0], 90) == 3.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == pytest.approx(2.5)
+    assert percentile([4.0, 1.0, 3.0, 2.0], 90) == pytest.approx(3.7)
+    with pytest.raises(ValueError):
+        percentile([1.0], 101)
+
+
+def test_first_chunk_is_prefill_and_multi_token_chunks_split_per_token() -> None:
+    stream = [(0.0, 1), (0.5, 1), (0.6, 2), (0.9, 1)]
+    assert itl_samples(stream, Window(0.0, 10.0)) == pytest.approx([0.5, 0.05, 0.05, 0.3])
+
+
+def test_only_chunks_arriving_inside_the_window_count() -> None:
+    stream = [(0.0, 1), (1.0, 1), (2.0, 1), (3.0, 1)]
+    w = Window(1.5, 3.0)  # end is exclusive
+    assert itl_samples(stream, w) == [1.0]
+    assert tokens_in(stream, w) == 1
+
+
+def test_decreasing_times_are_refused() -> None:
+    with pytest.raises(ValueError):
+        itl_samples([(1.0, 1), (0.5, 1)], Window(0.0, 2.0))
+
+
+def test_curve_point_rate_over_the_window_not_over_the_requests() -> None:
+    # two streams, one token every 0.1 s from t=0; a 1 s window from t=1 holds 10 each
+    streams = [[(i / 10, 1) for i in range(40)] for _ in range(2)]
+    p = curve_point(2, streams, finished=[3.9, 3.9], window=Window(1.0, 2.0))
+    assert p.tokens == 20
+    assert p.tokens_per_s == pytest.approx(20.0)
+    assert p.itl_p50_s == pytest.approx(0.1)
+    assert p.itl_p90_s == pytest.approx(0.1)
+    assert p.itl_mean_s == pytest.approx(0.1)
+    assert p.requests_done == 0
+    with pytest.raises(ValueError):
+        curve_point(1, streams, [], Window(1.0, 1.0))
+
+
+def test_curve_point_with_no_itl_sample() -> None:
+    p = curve_point(1, [[(0.5, 1)]], [], Window(0.0, 1.0))
+    assert (p.tokens, p.itl_p50_s, p.itl_mean_s) == (1, None, None)
+
+
+def _pt(batch: int, tps: float) -> CurvePoint:
+    return CurvePoint(batch, tps, 0.01, 0.02, 0.012, int(tps * 10), 3, 10.0)
+
+
+def test_knee_is_the_smallest_batch_near_the_best() -> None:
+    curve = [_pt(1, 100), _pt(2, 180), _pt(4, 300), _pt(8, 470), _pt(16, 500), _pt(32, 505)]
+    assert knee(curve) == 8
+    assert knee(curve, fraction=1.0) == 32
+    with pytest.raises(ValueError):
+        knee([])
+
+
+def test_ratio_and_split() -> None:
+    assert ratio(400.0, 780.0) == pytest.approx(1.95)
+    assert ratio(0.0, 5.0) is None
+    assert split(16, 2) == [8, 8]
+    assert split(5, 2) == [3, 2]
+    with pytest.raises(ValueError):
+        split(4, 0)
+
+
+def _doc() -> dict[str, object]:
+    params = {"max_tokens": 64, "prompt_tokens": 16, "duration_s": 12.0, "warmup_s": 4.0}
+    curve = [_pt(1, 100), _pt(8, 470)]
+    return document(
+        node_cpu=0.5,
+        model="tiny-llama",
+        params=params,
+        curve=curve,
+        one=_pt(16, 480),
+        two=_pt(16, 950),
+        scaling_ratio=ratio(480, 950),
+    )
+
+
+def test_document_keys_are_the_simulator_contract() -> None:
+    doc = json.loads(json.dumps(_doc()))
+    assert doc["node_cpu"] == 0.5 and doc["model"] == "tiny-llama"
+    for key in ("batch", "tokens_per_s", "itl_p50_s", "itl_p90_s"):
+        assert key in doc["curve"][0]
+    s = doc["scaling"]
+    assert (s["one"], s["two"]) == (480, 950)
+    assert s["ratio"] == pytest.approx(950 / 480)
+    assert s["passed"] is True
+
+
+def test_table_shows_curve_and_verdict() -> None:
+    text = table(_doc())
+    assert "node CPU 0.5 core" in text
+    assert "470.0" in text and "10.0" in text  # tokens/s, ITL p50 in ms
+    assert "ratio two/one = 1.979 (>= 1.8: pass)" in text
+
+
+def test_plot_writes_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "cap.png"
+    plot(_doc(), out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
