@@ -7,8 +7,11 @@ It applies the CRDs generated from `cascade_api`, makes a fresh namespace, start
 does), creates the ModelDeployment with the engine's max batch raised to the largest
 batch measured, and reads back what the measurement needs: each Ready worker's pod IP
 and node, and that node's `cascade.dev/node-cpu` label. Two instances must sit on two
-nodes, or the second adds no quota; the bench checks `spec.nodeName` and refuses a run
-where they share one. Everything it made goes at exit.
+nodes, or the second adds no quota. The scheduler does not spread the operator's bare
+pods (measured: both landed on one node), and `instance.nodeSelector` is one selector for
+every instance, so the bench cordons the first instance's node while the second is
+scheduled (`spread`), uncordons it after, and still checks `spec.nodeName`. Everything
+it made goes at exit.
 """
 
 from __future__ import annotations
@@ -64,10 +67,34 @@ class Deployment:
         }
         self.custom.create_namespaced_custom_object(c.GROUP, c.VERSION, self.ns, c.MD_PLURAL, md)
 
+    def delete(self, timeout_s: float = 60.0) -> None:
+        """Delete the ModelDeployment and wait until the operator has let it go."""
+        from kubernetes.client.exceptions import ApiException
+
+        args = (c.GROUP, c.VERSION, self.ns, c.MD_PLURAL, NAME)
+        deadline = time.monotonic() + timeout_s
+        try:
+            self.custom.delete_namespaced_custom_object(*args)
+            while time.monotonic() < deadline:
+                self.custom.get_namespaced_custom_object(*args)
+                time.sleep(0.5)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
     def scale(self, replicas: int) -> None:
         self.custom.patch_namespaced_custom_object_scale(
             c.GROUP, c.VERSION, self.ns, c.MD_PLURAL, NAME, {"spec": {"replicas": replicas}}
         )
+
+    @contextmanager
+    def cordoned(self, node: str) -> Iterator[None]:
+        """`node` unschedulable (kubectl cordon) for the block: new pods go elsewhere."""
+        self.core.patch_node(node, {"spec": {"unschedulable": True}})
+        try:
+            yield
+        finally:
+            self.core.patch_node(node, {"spec": {"unschedulable": None}})
 
     def ready_workers(self) -> list[Worker]:
         selector = f"{c.LABEL_DEPLOYMENT}={NAME},app.kubernetes.io/component=worker"
@@ -129,6 +156,10 @@ def deployment(kubeconfig: Path) -> Iterator[Deployment]:
     core.create_namespace({"metadata": {"name": ns}})
     try:
         with _operator(ns, True):
-            yield Deployment(core, custom, ns)
+            d = Deployment(core, custom, ns)
+            try:
+                yield d
+            finally:
+                d.delete()  # while the operator runs: it holds a finalizer on the CR
     finally:
         core.delete_namespace(ns)

@@ -6,7 +6,8 @@
 3. Scaling concurrency C: `--concurrency`, or twice the curve's knee (the smallest b
    within 90% of the best throughput), so that C/2 per instance is already near
    saturation and the comparison measures capacity, not batching efficiency. C in
-   flight to the one worker, then scale to 2, wait Ready, check the two pods sit on two
+   flight to the one worker, then scale to 2 with the first node cordoned, wait Ready,
+   check the two pods sit on two
    nodes, and C split evenly straight over both workers (no gateway: it runs unquota'd
    and would only add a hop and CPU on the shared cores). 'one' is measured before the
    scale-up so the new instance's weight transfer does not overlap it.
@@ -49,7 +50,8 @@ def run(cfg: CapacityConfig, say: Callable[[str], None] = print) -> dict[str, An
     if not (cfg.model_path / "config.json").is_file():
         raise ValueError(f"--model-path {cfg.model_path}: no checkpoint (config.json) there")
     load = cfg.load()
-    max_batch = max(max(cfg.batches), cfg.concurrency or 2 * max(cfg.batches))
+    max_batch = cfg.concurrency or 2 * max(cfg.batches)
+    max_batch = max(max_batch, max(cfg.batches))
     with deployment(cfg.kubeconfig) as d:
         say(f"{d.ns}: deploying {cfg.model_path} (1 replica, engine max batch {max_batch})")
         d.create(cfg.model_path, max_batch)
@@ -63,8 +65,9 @@ def run(cfg: CapacityConfig, say: Callable[[str], None] = print) -> dict[str, An
         conc = cfg.concurrency or 2 * knee(curve)
         one = asyncio.run(measure(conc, [(first.generate_url, conc)], load))
         say(f"1 instance, {conc} in flight: {one.tokens_per_s:.1f} tok/s; scaling to 2")
-        d.scale(2)
-        workers = d.wait_ready(2, cfg.timeout_s)[:2]
+        with d.cordoned(first.node):  # the scheduler does not spread bare pods
+            d.scale(2)
+            workers = d.wait_ready(2, cfg.timeout_s)[:2]
         if len({w.node for w in workers}) < 2:
             raise RuntimeError(f"both instances landed on {workers[0].node}: no extra quota")
         say(f"2 instances on {', '.join(w.node for w in workers)}")
