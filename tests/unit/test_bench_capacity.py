@@ -14,20 +14,10 @@ from cascade_bench.capacity.stats import (
     curve_point,
     itl_samples,
     knee,
-    percentile,
     ratio,
     split,
     tokens_in,
 )
-
-
-def test_percentile_interpolates_like_numpy() -> None:
-    assert percentile([], 50) is None
-    assert percentile([3.0], 90) == 3.0
-    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == pytest.approx(2.5)
-    assert percentile([4.0, 1.0, 3.0, 2.0], 90) == pytest.approx(3.7)
-    with pytest.raises(ValueError):
-        percentile([1.0], 101)
 
 
 def test_first_chunk_is_prefill_and_multi_token_chunks_split_per_token() -> None:

@@ -15,9 +15,10 @@ its ending chunk arrived in.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from cascade_bench.replay.metrics import percentile
 
 Chunk = tuple[float, int]  # (arrival time in seconds, tokens in the chunk)
 
@@ -45,19 +46,6 @@ class CurvePoint:
     tokens: int  # generated tokens that arrived in the window
     requests_done: int  # streams that finished inside the window
     window_s: float
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default); None if empty."""
-    if not 0.0 <= q <= 100.0:
-        raise ValueError(f"percentile q must be in [0, 100], got {q}")
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def itl_samples(stream: Sequence[Chunk], window: Window) -> list[float]:
