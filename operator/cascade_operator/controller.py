@@ -62,6 +62,7 @@ class Controller:
         ref = MdRef.of(body)
         ns, generation = ref.namespace, int(body["metadata"].get("generation", 0))
         stored: Body = body.get("status") or {}
+        previous = ModelDeploymentStatus.model_validate(stored)
         parsed = parse_spec(body.get("spec") or {})
         spec = parsed.accepted
         pods = [
@@ -97,7 +98,7 @@ class Controller:
         (self._moving.add if moving else self._moving.discard)((ns, ref.name))
         update = assemble(
             StatusInput(
-                previous=ModelDeploymentStatus.model_validate(stored),
+                previous=previous,
                 generation=generation,
                 parsed=parsed,
                 pods=pods,
@@ -109,7 +110,7 @@ class Controller:
             ),
             now,
         )
-        patch = update.patch(stored)
+        patch = update.patch(previous)
         if patch is not None:
             self.cluster.patch_md_status(ns, ref.name, patch)
         for note in [*events, *update.events]:

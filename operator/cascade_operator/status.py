@@ -54,10 +54,10 @@ class StatusUpdate:
     status: ModelDeploymentStatus
     events: list[EventNote]
 
-    def patch(self, stored: Manifest) -> Manifest | None:
+    def patch(self, previous: ModelDeploymentStatus) -> Manifest | None:
         """The merge patch from the stored status to this one (None: nothing changed).
         A field that became empty is sent as an explicit null, or the merge keeps it."""
-        old = ModelDeploymentStatus.model_validate(stored or {}).to_api()
+        old = previous.to_api()
         new = self.status.to_api()
         if new == old:
             return None

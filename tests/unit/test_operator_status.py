@@ -77,7 +77,7 @@ def test_instances_carry_the_blocks_each_worker_holds() -> None:
 def test_a_repeated_reconcile_writes_nothing_and_tells_nothing() -> None:
     first = status_of([pod(0)])
     second = status_of([pod(0)], stored=first.status.to_api(), now=NOW + timedelta(minutes=5))
-    assert second.patch(first.status.to_api()) is None
+    assert second.patch(first.status) is None
     assert second.events == []
 
 
@@ -122,7 +122,7 @@ def test_planned_and_current_plan_come_from_the_lifecycle() -> None:
     done = status_of(
         [pod(0)], stored=running.status.to_api(), plans=PlanState(planned(True, "UpToDate"), None)
     )
-    patch = done.patch(running.status.to_api())
+    patch = done.patch(running.status)
     assert patch is not None and patch["currentPlan"] is None  # a merge patch needs the null
     # The lifecycle did not run (invalid spec): what it last said stays.
     kept = status_of([pod(0)], stored=running.status.to_api(), plans=None)
