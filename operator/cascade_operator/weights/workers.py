@@ -60,7 +60,7 @@ class WorkerView:
 
     @property
     def serving(self) -> bool:
-        return self.engine in (EnginePhase.STARTING, EnginePhase.SERVING)
+        return EnginePhase(self.engine).on
 
     @property
     def needs_weights(self) -> bool:
@@ -71,7 +71,7 @@ class WorkerView:
     @property
     def busy(self) -> bool:
         """Running a job (packing or a transfer); a new job would get a 409."""
-        return self.phase in (WorkerPhase.LOADING, WorkerPhase.TRANSFERRING)
+        return self.phase is not None and WorkerPhase(self.phase).busy
 
     def holds(self, digest: str | None) -> bool:
         return self.has_model and self.model_digest == digest
