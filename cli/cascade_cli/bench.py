@@ -11,14 +11,13 @@ topologies (pure, no cluster). Heavy imports happen inside the subcommands.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from cascade_cli import bench_capacity
+from cascade_cli.bench_json import write_json
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -100,15 +99,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     bench_capacity.add(cmds)
 
 
-def _write_json(path: Path | None, doc: dict[str, Any]) -> None:
-    """Every bench's --json: the same document its table was printed from."""
-    if path is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"\nwrote {path}", file=sys.stderr)
-
-
 def _add_plan(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pl = cmds.add_parser(
         "plan",
@@ -134,7 +124,7 @@ def _plan(args: argparse.Namespace) -> int:
         raise ValueError("--repeat must be >= 1")
     doc = run(args.nodes, args.targets, args.strategies, args.repeat)
     print(table(doc))
-    _write_json(args.json, doc)
+    write_json(args.json, doc)
     return 0
 
 
@@ -174,7 +164,7 @@ def _scaleup(args: argparse.Namespace) -> int:
     )
     doc = run(cfg, say=lambda line: print(line, file=sys.stderr))
     print(table(doc))
-    _write_json(args.json, doc)
+    write_json(args.json, doc)
     return 0
 
 
@@ -257,7 +247,7 @@ def _multicast(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
     doc, summaries = run_suite(params)
     print(report(doc, summaries))
-    _write_json(args.json, doc)
+    write_json(args.json, doc)
     return 0
 
 
@@ -309,5 +299,5 @@ def _replay(args: argparse.Namespace) -> int:
     else:
         doc = run_sync(cfg)
         print(report(doc))
-    _write_json(args.json, doc)
+    write_json(args.json, doc)
     return 130 if doc.get("interrupted") else 0

@@ -5,10 +5,11 @@ the work is in `cascade_bench.capacity` (imported when the command runs)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
+
+from cascade_cli.bench_json import write_json
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -66,10 +67,7 @@ def _capacity(args: argparse.Namespace) -> int:
     )
     doc = run(cfg, say=lambda line: print(line, file=sys.stderr))
     print(table(doc))
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
-        print(f"\nwrote {args.json}", file=sys.stderr)
+    write_json(args.json, doc)
     if args.png is not None:
         plot(doc, args.png)
         print(f"wrote {args.png}", file=sys.stderr)
