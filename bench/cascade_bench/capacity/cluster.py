@@ -31,8 +31,8 @@ import yaml
 from cascade_api import constants as c
 from cascade_api.crd import model_deployment_crd, scale_plan_crd
 from cascade_bench.scaleup import _operator
+from cascade_dev.cpuquota import LABEL_NODE_CPU
 
-NODE_CPU_LABEL = "cascade.dev/node-cpu"
 NAME = "capacity"
 
 
@@ -104,7 +104,7 @@ class Deployment:
             if p.metadata.deletion_timestamp or not ready or not p.status.pod_ip:
                 continue
             node = self.core.read_node(p.spec.node_name)
-            cpu = (node.metadata.labels or {}).get(NODE_CPU_LABEL)
+            cpu = (node.metadata.labels or {}).get(LABEL_NODE_CPU)
             out.append(Worker(p.metadata.name, p.spec.node_name, p.status.pod_ip, _cores(cpu)))
         return sorted(out, key=lambda w: w.pod)
 
