@@ -24,6 +24,10 @@ MANAGED_BY: Final = "cascade-operator"
 COMPONENT_WORKER: Final = "worker"
 COMPONENT_GATEWAY: Final = "gateway"
 
+# A worker pod's instance role (interactive, mixed or batch: cascade_protocol.roles),
+# set by the operator's autoscaler, read by the gateway's routing. Unlabelled: mixed.
+LABEL_ROLE: Final = f"{GROUP}/role"
+
 FINALIZER: Final = f"{GROUP}/cleanup"
 
 # Images. The local cluster's node agent maps an image to a console script by the last

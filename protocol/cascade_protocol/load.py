@@ -22,8 +22,13 @@ class LoadReport(Message):
     draining: bool = False
     waiting: int = 0  # queued requests not yet running
     running: int = 0  # requests in the running batch
-    max_batch: int = 1
+    max_batch: int = 1  # the batch cap in force now (the local autoscaler moves it)
+    engine_max_batch: int = 0  # the engine's own limit: the cap never exceeds it (0: unknown)
     kv_cache_usage: float = 0.0  # fraction of KV-cache slots/tokens in use
     tokens_per_s: float = 0.0  # generated tokens per second, recent average
     max_model_len: int = 0  # context length: prompt + max_tokens must fit
     layers: tuple[int, int] | None = None  # the layer range this instance runs
+    # The local autoscaler's last judged window (Chiron Algorithm 1); None: not judged yet.
+    latency_backpressure: float | None = None  # ITL / tightest ITL SLO of running requests
+    throughput_backpressure: float | None = None  # previous / current throughput
+    backpressure: float | None = None  # max of the two: < 1 grows the cap, else halves it
