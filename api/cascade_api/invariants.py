@@ -24,17 +24,18 @@ class Rule:
 RULES: tuple[Rule, ...] = (
     Rule(
         field="spec.scaling.minReplicas",
-        cel="self.scaling.minReplicas <= self.scaling.maxReplicas",
+        cel="!has(self.scaling.maxReplicas)"
+        " || self.scaling.minReplicas <= self.scaling.maxReplicas",
         message="spec.scaling.minReplicas must be <= spec.scaling.maxReplicas",
-        holds=lambda s: s.scaling.min_replicas <= s.scaling.max_replicas,
+        holds=lambda s: s.scaling.min_replicas <= s.scaling.upper,
     ),
     Rule(
         field="spec.replicas",
-        cel="self.replicas >= self.scaling.minReplicas"
-        " && self.replicas <= self.scaling.maxReplicas",
+        cel="self.replicas >= self.scaling.minReplicas && (!has(self.scaling.maxReplicas)"
+        " || self.replicas <= self.scaling.maxReplicas)",
         message="spec.replicas must lie within [spec.scaling.minReplicas, "
         "spec.scaling.maxReplicas]",
-        holds=lambda s: s.scaling.min_replicas <= s.replicas <= s.scaling.max_replicas,
+        holds=lambda s: s.scaling.min_replicas <= s.replicas <= s.scaling.upper,
     ),
     Rule(
         field="spec.multicast.k",

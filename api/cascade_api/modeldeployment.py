@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from cascade_api.base import ApiModel, Condition
+from cascade_api.scaling import AutoscalerStatus, Scaling
 
 Quantity = Annotated[int | str, Field(description="A resource quantity, e.g. 2, 500m, 16Gi.")]
 
@@ -46,6 +47,11 @@ class EngineOptions(ApiModel):
     )
     max_batch_size: int = Field(
         default=64, ge=1, le=4096, description="Upper bound on the running batch per instance."
+    )
+    adaptive_batch: bool = Field(
+        default=True,
+        description="Let each instance's local autoscaler (Chiron Algorithm 1) move its batch "
+        "cap within [1, maxBatchSize] to hold the tightest ITL SLO of its running requests.",
     )
 
 
@@ -82,63 +88,6 @@ class InstanceShape(ApiModel):
     )
     tolerations: list[Toleration] = Field(
         default_factory=list, description="Taints an instance tolerates."
-    )
-
-
-class PolicyType(StrEnum):
-    PODS = "Pods"
-    PERCENT = "Percent"
-
-
-class SelectPolicy(StrEnum):
-    MAX = "Max"
-    MIN = "Min"
-    DISABLED = "Disabled"
-
-
-class ScalingPolicy(ApiModel):
-    type: PolicyType = Field(description="Pods (absolute) or Percent (of current replicas).")
-    value: int = Field(ge=1, description="Amount allowed to change per period.")
-    period_seconds: int = Field(ge=1, le=1800, description="Length of the period.")
-
-
-class ScalingRules(ApiModel):
-    stabilization_window_seconds: int | None = Field(
-        default=None,
-        ge=0,
-        le=3600,
-        description="Look-back window of recommendations; up: 0, down: 300 when unset.",
-    )
-    select_policy: SelectPolicy = Field(
-        default=SelectPolicy.MAX, description="Which policy wins when several apply."
-    )
-    policies: list[ScalingPolicy] = Field(
-        default_factory=list, description="Rate limits; empty means the HPA defaults."
-    )
-
-
-class ScalingBehavior(ApiModel):
-    scale_up: ScalingRules = Field(default_factory=ScalingRules, description="Rules for growth.")
-    scale_down: ScalingRules = Field(
-        default_factory=ScalingRules, description="Rules for shrinking."
-    )
-
-
-class Scaling(ApiModel):
-    min_replicas: int = Field(
-        default=1,
-        ge=0,
-        le=10_000,
-        description="Lower bound on spec.replicas; Available needs this many instances ready "
-        "(at least 1, at most spec.replicas).",
-    )
-    max_replicas: int = Field(
-        default=16, ge=1, le=10_000, description="Upper bound on spec.replicas."
-    )
-    behavior: ScalingBehavior = Field(
-        default_factory=ScalingBehavior,
-        description="HPA-v2-style stabilization and policies. Accepted and validated; not yet "
-        "acted on: nothing scales automatically yet.",
     )
 
 
@@ -203,8 +152,9 @@ class ModelDeploymentSpec(ApiModel):
         default=1,
         ge=0,
         le=10_000,
-        description="Desired instances, within the scaling bounds; also set through /scale "
-        "(kubectl scale). The operator does not change it itself yet.",
+        description="Desired instances, within the scaling bounds; set through /scale "
+        "(kubectl scale, an HPA) or by the Cascade autoscaler when spec.scaling.autoscaler "
+        "resolves to Cascade.",
     )
     engine: EngineOptions = Field(
         default_factory=EngineOptions,
@@ -216,12 +166,14 @@ class ModelDeploymentSpec(ApiModel):
     )
     scaling: Scaling = Field(
         default_factory=Scaling,
-        description="Replica bounds (enforced on spec.replicas) and scaling behavior.",
+        description="Replica bounds (enforced on spec.replicas), who owns spec.replicas, and "
+        "the Cascade autoscaler's knobs.",
     )
     slo: SloClasses = Field(
         default_factory=SloClasses,
-        description="SLO targets per class. Accepted and validated; not yet acted on: the "
-        "gateway serves interactive before batch, but nothing reads these targets yet.",
+        description="SLO targets per class: the ITL targets bound each instance's batch cap "
+        "(engine.adaptiveBatch), the TTFT targets are the gateway's queue deadlines and the "
+        "batch queue's request groups in the Cascade autoscaler.",
     )
     multicast: Multicast = Field(
         default_factory=Multicast, description="How ScalePlans stream weights to new instances."
@@ -271,6 +223,9 @@ class ModelDeploymentStatus(ApiModel):
     instances: list[InstanceStatus] = Field(default_factory=list, description="One per pod.")
     current_plan: str | None = Field(default=None, description="ScalePlan being executed.")
     endpoint: str | None = Field(default=None, description="In-cluster URL of the gateway.")
+    autoscaler: AutoscalerStatus | None = Field(
+        default=None, description="Who owns spec.replicas; the Cascade autoscaler's last word."
+    )
 
     @field_validator("conditions")
     @classmethod

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
 
-from cascade_api.modeldeployment import (
+from cascade_api.scaling import (
     PolicyType,
     ScalingBehavior,
     ScalingRules,

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cascade_api.modeldeployment import ScalingBehavior
+from cascade_api.scaling import ScalingBehavior
 from cascade_autoscaler import behavior as hpa
 from cascade_autoscaler.batch_queue import BatchRecommendation
 from cascade_autoscaler.batch_queue import decide as decide_batch

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from cascade_api.modeldeployment import ScalingBehavior
+from cascade_api.scaling import ScalingBehavior
 from cascade_autoscaler.batch_queue import BatchQueueConfig, BatchQueueContext
 from cascade_autoscaler.behavior import BehaviorState
 

@@ -116,12 +116,20 @@ def test_minimal_manifest_gets_the_documented_defaults() -> None:
     spec = apply_defaults(copy.deepcopy(MINIMAL), MD_SPEC)
     assert spec["replicas"] == 1
     assert spec["scaling"]["minReplicas"] == 1
-    assert spec["scaling"]["maxReplicas"] == 16
+    # No maxReplicas: a fixed count that kubectl scale owns (autoscaler unset -> External).
+    assert "maxReplicas" not in spec["scaling"] and "autoscaler" not in spec["scaling"]
+    assert spec["scaling"]["keepAliveSeconds"] == 300
+    assert spec["scaling"]["interactiveBackpressure"] == {"tolerance": 0.1}
     assert spec["multicast"] == {"strategy": "auto", "blocks": 16, "k": 1}
     assert spec["hostCopies"] == 1
     assert spec["liveScaling"] == {"enabled": True}
     assert spec["materialization"] == {"enabled": True}
-    assert spec["engine"] == {"dtype": "auto", "maxModelLen": 4096, "maxBatchSize": 64}
+    assert spec["engine"] == {
+        "dtype": "auto",
+        "maxModelLen": 4096,
+        "maxBatchSize": 64,
+        "adaptiveBatch": True,
+    }
     assert spec["instance"]["gpus"] == 1
     assert spec["slo"]["interactive"] == {"ttftMs": 1000, "itlMs": 100}
     assert spec["slo"]["batch"] == {"ttftMs": 60_000, "itlMs": 1000}

@@ -30,6 +30,7 @@ BREAKING: dict[str, dict[str, Any]] = {
 EDGE_VALID: list[dict[str, Any]] = [
     {"replicas": 0, "scaling": {"minReplicas": 0, "maxReplicas": 1}},
     {"replicas": 4, "scaling": {"minReplicas": 4, "maxReplicas": 4}},
+    {"replicas": 40, "scaling": {"minReplicas": 2}},  # no maxReplicas: kubectl scale owns it
     {"multicast": {"blocks": 2, "k": 2}},
     {"slo": {"interactive": {"ttftMs": 60_000}}},
 ]
@@ -50,7 +51,18 @@ def eval_cel(rule: str, s: ModelDeploymentSpec) -> bool:
     """Evaluate the CEL subset the rules use over the spec as the API server stores it."""
     assert re.fullmatch(r"[\w.\s<>=!&|()]+", rule), f"CEL outside the tested subset: {rule}"
     expr = rule.replace("&&", " and ").replace("||", " or ")
-    result = eval(expr, {"__builtins__": {}}, {"self": _ns(s.to_api())})
+    expr = re.sub(r"!has\(self\.([\w.]+)\)", r'not has("\1")', expr)
+    stored = s.to_api()
+
+    def has(path: str) -> bool:
+        node: Any = stored
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    result = eval(expr, {"__builtins__": {}, "has": has}, {"self": _ns(stored)})
     assert isinstance(result, bool)
     return result
 
@@ -108,3 +120,18 @@ def test_cel_rules_are_in_the_generated_spec_schema() -> None:
     assert validations == cel_rules()
     assert [v["rule"] for v in validations] == [r.cel for r in RULES]
     assert all(v["message"] for v in validations)
+
+
+@pytest.mark.parametrize(
+    ("scaling", "owner"),
+    [
+        ({}, "External"),  # no maxReplicas: a fixed count kubectl scale owns
+        ({"minReplicas": 2, "maxReplicas": 2}, "External"),
+        ({"minReplicas": 1, "maxReplicas": 8}, "Cascade"),
+        ({"minReplicas": 0, "maxReplicas": 1}, "Cascade"),
+        ({"minReplicas": 1, "maxReplicas": 8, "autoscaler": "External"}, "External"),
+        ({"minReplicas": 2, "maxReplicas": 2, "autoscaler": "Cascade"}, "Cascade"),
+    ],
+)
+def test_owner_of_replicas_defaults_by_bounds(scaling: dict[str, Any], owner: str) -> None:
+    assert spec({"scaling": scaling}).scaling.owner == owner

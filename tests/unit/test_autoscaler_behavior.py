@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cascade_api.modeldeployment import PolicyType, ScalingBehavior, SelectPolicy
+from cascade_api.scaling import PolicyType, ScalingBehavior, SelectPolicy
 from cascade_autoscaler.behavior import (
     BehaviorState,
     Outcome,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cascade_api.modeldeployment import ScalingBehavior
+from cascade_api.scaling import ScalingBehavior
 from cascade_autoscaler.batch_queue import BatchQueueContext, QueuedBatchRequest
 from cascade_autoscaler.batch_queue import decide as decide_batch
 from cascade_autoscaler.interactive import auto_theta
