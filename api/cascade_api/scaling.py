@@ -73,7 +73,7 @@ class InteractiveBackpressure(ApiModel):
         default=0.1,
         ge=0.0,
         le=0.5,
-        description="δ: no change while the busy share stays within [Θ − δ, Θ + δ].",
+        description="δ: no change while the busy share stays within [Θ - δ, Θ + δ].",
     )
 
 
@@ -119,7 +119,7 @@ class Scaling(ApiModel):
     def owner(self) -> AutoscalerOwner:
         """The effective owner of spec.replicas (the unset default resolved)."""
         if self.autoscaler is not None:
-            return self.autoscaler
+            return AutoscalerOwner(self.autoscaler)  # the model keeps enum values as str
         autoscaled = self.max_replicas is not None and self.max_replicas > self.min_replicas
         return AutoscalerOwner.CASCADE if autoscaled else AutoscalerOwner.EXTERNAL
 

@@ -21,7 +21,13 @@ windows, keep-alive and min/max replicas apply on top, in the composed policy.
 **Saturation.** B <= N, so IBP cannot see demand beyond the instances it has. When
 interactive requests wait for room (`queued` > 0) no instance had any, the zero-queuing
 rule is already broken, and B counts as N + 1: every instance busy and one more
-needed. That also scales up from zero.
+needed. Not while an instance is still starting: the waiting requests are what it will
+take when ready, and counting them again every tick of a cold start would order an
+instance per tick (a starting instance runs nothing, so B stays what runs now).
+
+**From zero** IBP is undefined; waiting requests start one instance, the least that
+serves them, and IBP takes over once it runs (a second follows at the next tick if the
+first is busy and Θ < 1, as for any size).
 
 **Roles.** `split_roles` makes floor(Θ · N) instances interactive and the rest mixed:
 mixed instances are Chiron's over-provisioned capacity (interactive bursts land there;
@@ -71,6 +77,7 @@ class InteractiveObservation:
     mixed: int  # mixed-role instances, ready or starting
     busy: int  # of those, instances running at least one interactive request
     queued: int = 0  # interactive requests waiting for room anywhere
+    starting: int = 0  # of the instances, those not ready yet
 
 
 @dataclass(frozen=True)
@@ -116,7 +123,8 @@ def split_roles(total: int, theta: float) -> RoleSplit:
 def decide_interactive(obs: InteractiveObservation, band: InteractiveBand) -> InteractiveDecision:
     """Interactive + mixed instances that hold IBP in [Θ - δ, Θ + δ]."""
     n = max(0, obs.interactive) + max(0, obs.mixed)
-    busy = n + 1 if obs.queued > 0 else min(max(0, obs.busy), n)
+    saturated = obs.queued > 0 and obs.starting <= 0
+    busy = n + 1 if saturated else min(max(0, obs.busy), n)
     lo, hi = band.theta - band.delta, band.theta + band.delta
     target = _ceil(busy / band.theta)
     ibp = interactive_backpressure(busy, n)
@@ -126,10 +134,11 @@ def decide_interactive(obs: InteractiveObservation, band: InteractiveBand) -> In
     if n == 0:
         if busy == 0:
             return _decision(0, band, None, "hold", "no instances and no interactive demand")
-        why = f"no instances, {waiting}: start {target} (IBP <= Θ {band.theta:.2f})"
-        return _decision(target, band, None, "scale_up", why)
+        return _decision(1, band, None, "scale_up", f"no instances, {waiting}: start 1")
     assert ibp is not None
-    counted = f"all {n} busy + 1, {waiting}" if obs.queued > 0 else f"{busy} of {n} busy"
+    counted = f"all {n} busy + 1, {waiting}" if saturated else f"{busy} of {n} busy"
+    if obs.queued > 0 and not saturated:
+        counted += f", {obs.queued} waiting for the {obs.starting} starting"
     state = f"IBP {ibp:.2f} ({counted})"
     if ibp > hi + _EPS:
         why = f"{state} above {edges}: scale up to {target} so IBP <= Θ {band.theta:.2f}"

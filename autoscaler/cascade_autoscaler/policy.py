@@ -151,7 +151,7 @@ def interactive_desired(ctx: AutoscaleContext, band: InteractiveBand) -> Interac
     """Interactive + mixed instances that hold IBP in the band."""
     f, load = ctx.fleet, ctx.load
     return decide_interactive(
-        InteractiveObservation(f.interactive, f.mixed, load.busy, load.queued), band
+        InteractiveObservation(f.interactive, f.mixed, load.busy, load.queued, f.starting), band
     )
 
 

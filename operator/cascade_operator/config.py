@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from cascade_api import constants as c
 
+# The Cascade autoscaler's tick: how soon demand (a request held at zero) is acted on.
+# Read at import, since kopf fixes a timer's interval when the handler is registered.
+AUTOSCALE_SECONDS = float(os.environ.get("CASCADE_AUTOSCALE_SECONDS", "2"))
+
 
 @dataclass(frozen=True)
 class OperatorConfig:

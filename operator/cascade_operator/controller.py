@@ -4,11 +4,12 @@ One reconcile at a time per ModelDeployment (a lock per object), because pod, ga
 ScalePlan and ModelDeployment watch events for the same object can arrive together.
 
 A reconcile reads everything once (the spec parsed once, each pod parsed once, each
-worker's status asked once), then runs two deciders over that observation:
-`instances.decide` (pods, gateway) and the weight-moving half (`weights.driver`: the
-parameter pool, ScalePlans, worker orders). The pool goes first so scale-down spares
-host-copy holders. Both hand their facts to `status.assemble`, which writes one status
-and tells each condition transition once.
+worker's status asked once), then runs the deciders over that observation: on the
+autoscaler's timer the Cascade autoscaler (`autoscale.tick`: replicas and roles, when
+Cascade owns them), `instances.decide` (pods, gateway) and the weight-moving half
+(`weights.driver`: the parameter pool, ScalePlans, worker orders). The pool goes first
+so scale-down spares host-copy holders. All hand their facts to `status.assemble`, which
+writes one status and tells each condition transition once.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from collections import defaultdict
 from cascade_api import constants as c
 from cascade_api.base import utcnow
 from cascade_api.modeldeployment import ModelDeploymentStatus
+from cascade_api.scaling import AutoscalerOwner
 from cascade_operator import builders, instances
+from cascade_operator.autoscale.tick import Autoscaler
 from cascade_operator.clients.kube import Body, Cluster
 from cascade_operator.clients.workers import WorkerClient
 from cascade_operator.config import OperatorConfig
@@ -34,13 +37,18 @@ log = logging.getLogger(__name__)
 
 class Controller:
     def __init__(
-        self, cluster: Cluster, cfg: OperatorConfig, workers: WorkerClient | None = None
+        self,
+        cluster: Cluster,
+        cfg: OperatorConfig,
+        workers: WorkerClient | None = None,
+        autoscaler: Autoscaler | None = None,
     ) -> None:
         self.cluster = cluster
         self.cfg = cfg
         self._locks: defaultdict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
         self._guard = threading.Lock()
         self.plans = PlanDriver(cluster, workers or WorkerClient())
+        self.autoscaler = autoscaler or Autoscaler(cluster)
         # Deployments whose weights are moving: the fast timer reconciles these.
         self._moving: set[tuple[str, str]] = set()
 
@@ -51,14 +59,21 @@ class Controller:
         with self._guard:
             return self._locks[(namespace, name)]
 
-    def reconcile(self, namespace: str, name: str) -> None:
+    def reconcile(self, namespace: str, name: str, *, autoscale: bool = False) -> None:
+        """Converge one deployment; `autoscale`: this is an autoscaler tick."""
         with self._lock(namespace, name):
             body = self.cluster.get_md(namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return
-            self._reconcile(body)
+            self._reconcile(body, autoscale)
 
-    def _reconcile(self, body: Body) -> None:
+    def autoscale(self, namespace: str, name: str, spec: Body) -> None:
+        """The autoscaler's timer: a tick for deployments whose replicas Cascade owns."""
+        parsed = parse_spec(spec).accepted
+        if parsed is not None and parsed.scaling.owner == AutoscalerOwner.CASCADE:
+            self.reconcile(namespace, name, autoscale=True)
+
+    def _reconcile(self, body: Body, autoscale: bool = False) -> None:
         ref = MdRef.of(body)
         ns, generation = ref.namespace, int(body["metadata"].get("generation", 0))
         stored: Body = body.get("status") or {}
@@ -82,6 +97,16 @@ class Controller:
             protected=frozenset(got.pool.protected()) if got is not None else frozenset(),
         )
         now = utcnow()
+        scaling, scale_events = None, []
+        if spec is not None:
+            facts = (
+                self.autoscaler.tick(ref, spec, pods, generation)
+                if autoscale
+                else self.autoscaler.last(ref, spec, generation)
+            )
+            if facts.replicas is not None:  # written: this reconcile creates the pods
+                spec = spec.model_copy(update={"replicas": facts.replicas})
+            scaling, scale_events = facts.shown, facts.events
         decision = instances.decide(obs, spec, self.cfg)
         for manifest in decision.create_pods:
             self.cluster.create_pod(manifest)
@@ -89,7 +114,7 @@ class Controller:
             self.cluster.delete_pod(ns, pod)
         for manifest in decision.gateway:
             self.cluster.apply(manifest)
-        events, plans, moving = list(decision.events), None, False
+        events, plans, moving = [*scale_events, *decision.events], None, False
         if spec is not None and got is not None:
             outcome = self.plans.tick(ref, generation, spec, got, now)
             events += outcome.events
@@ -107,6 +132,7 @@ class Controller:
                 endpoint=builders.gateway_endpoint(ref),
                 blocks={w.name: w.blocks_loaded for w in workers if w.phase is not None},
                 plans=plans,
+                scaling=scaling,
             ),
             now,
         )

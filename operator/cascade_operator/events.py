@@ -14,9 +14,13 @@ from dataclasses import dataclass
 from cascade_api.base import Condition, ConditionStatus
 
 AVAILABLE, PROGRESSING, DEGRADED, PLANNED = "Available", "Progressing", "Degraded", "Planned"
+ABLE_TO_SCALE, SCALING_ACTIVE, SCALING_LIMITED = "AbleToScale", "ScalingActive", "ScalingLimited"
 # Conditions whose good-news transitions are not worth an event: the weight-moving
 # lifecycle tells its steps with ScalePlan events already.
 QUIET_WHEN_OK = frozenset({PLANNED})
+# Conditions never told by transition: the autoscaler's HPA-style conditions move with
+# load; like the HPA, the autoscaler tells each rescale instead (SuccessfulRescale).
+QUIET = frozenset({ABLE_TO_SCALE, SCALING_ACTIVE, SCALING_LIMITED})
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,9 @@ def transition_events(old: Sequence[Condition], new: Sequence[Condition]) -> lis
     out = []
     for cond in new:
         prev = before.get(cond.type)
-        if prev is not None and (prev.status, prev.reason) == (cond.status, cond.reason):
+        if cond.type in QUIET or (
+            prev is not None and (prev.status, prev.reason) == (cond.status, cond.reason)
+        ):
             continue
         bad = is_bad_news(prev, cond)
         if not bad and cond.type in QUIET_WHEN_OK:

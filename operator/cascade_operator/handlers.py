@@ -5,6 +5,7 @@ Reconciling is level-triggered (every watch event of the ModelDeployment, its po
 its gateway or its ScalePlans, plus a periodic resync), so a missed event or an operator
 restart costs one resync, never a wrong state. Workers' transfer progress makes no API
 events, so while weights move (`Controller.moving`) a fast timer reconciles every second.
+The Cascade autoscaler ticks on its own timer (AUTOSCALE_SECONDS), never on watch events.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import kopf
 
 from cascade_api import constants as c
 from cascade_operator.clients.kube import Cluster, load_config
-from cascade_operator.config import OperatorConfig
+from cascade_operator.config import AUTOSCALE_SECONDS, OperatorConfig
 from cascade_operator.controller import Controller, owner_of
 
 MANAGED = {c.LABEL_MANAGED_BY: c.MANAGED_BY}
@@ -70,6 +71,13 @@ def poll_moving(body: kopf.Body, **_: Any) -> None:
     namespace, name = body.metadata["namespace"], body.metadata["name"]
     if not body.metadata.get("deletionTimestamp") and controller().moving(namespace, name):
         controller().reconcile(namespace, name)
+
+
+@kopf.timer(c.GROUP, c.VERSION, c.MD_PLURAL, interval=AUTOSCALE_SECONDS, initial_delay=2.0)
+def autoscale(body: kopf.Body, spec: kopf.Spec, **_: Any) -> None:
+    """The Cascade autoscaler's tick (only deployments whose replicas Cascade owns)."""
+    if not body.metadata.get("deletionTimestamp"):
+        controller().autoscale(body.metadata["namespace"], body.metadata["name"], dict(spec))
 
 
 @kopf.on.delete(c.GROUP, c.VERSION, c.MD_PLURAL)

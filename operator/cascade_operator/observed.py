@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from cascade_api import constants as c
+from cascade_protocol.roles import InstanceRole
 
 Body = dict[str, Any]
 
@@ -55,6 +56,9 @@ class PodView:
     created: datetime | None = None  # creationTimestamp: tells a fresh pod from a reused name
     start: str = ""  # START_STORAGE | START_AWAIT (annotation); "" when not set
     host_copy: bool = False  # designated to keep a host copy (annotation)
+    role: InstanceRole = InstanceRole.MIXED  # label LABEL_ROLE (the autoscaler sets it)
+    labelled: bool = False  # the role label exists (else the role is mixed by default)
+    ready_since: datetime | None = None  # Ready's lastTransitionTime while ready
 
     @property
     def failed(self) -> bool:
@@ -84,12 +88,13 @@ class PodView:
             for cs in status.get("containerStatuses") or []
         ]
         annotations = meta.get("annotations") or {}
+        ready = conds.get("Ready", {})
         return cls(
             name=meta["name"],
             index=_index(meta["name"], annotations),
             node=spec.get("nodeName"),
             phase=status.get("phase") or "Pending",
-            ready=conds.get("Ready", {}).get("status") == "True",
+            ready=ready.get("status") == "True",
             terminating=meta.get("deletionTimestamp") is not None,
             crash_looping=any(w.get("reason") == "CrashLoopBackOff" for w in waiting),
             unschedulable=scheduled.get("message") or "unschedulable"
@@ -100,6 +105,11 @@ class PodView:
             created=parse_time(meta.get("creationTimestamp")),
             start=str(annotations.get(START_ANNOTATION) or ""),
             host_copy=annotations.get(HOST_COPY_ANNOTATION) == "true",
+            role=InstanceRole.of_label((meta.get("labels") or {}).get(c.LABEL_ROLE)),
+            labelled=c.LABEL_ROLE in (meta.get("labels") or {}),
+            ready_since=parse_time(ready.get("lastTransitionTime"))
+            if ready.get("status") == "True"
+            else None,
         )
 
 

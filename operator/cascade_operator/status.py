@@ -18,6 +18,7 @@ from typing import Any
 
 from cascade_api.base import Condition, set_condition
 from cascade_api.modeldeployment import InstanceStatus, ModelDeploymentStatus
+from cascade_api.scaling import AutoscalerStatus
 from cascade_operator.conditions import available, degraded, instance_phase, progressing
 from cascade_operator.events import EventNote, transition_events
 from cascade_operator.observed import GatewayView, PodView
@@ -35,6 +36,15 @@ class PlanState:
 
 
 @dataclass(frozen=True)
+class ScalingShown:
+    """What the autoscaler contributes: status.autoscaler and its HPA-style conditions."""
+
+    status: AutoscalerStatus
+    conditions: list[Condition]
+    removed: frozenset[str] = frozenset()  # condition types that no longer apply
+
+
+@dataclass(frozen=True)
 class StatusInput:
     previous: ModelDeploymentStatus  # as stored
     generation: int
@@ -47,6 +57,7 @@ class StatusInput:
     # answer this tick is absent and keeps the figure last written.
     blocks: Mapping[str, int] = field(default_factory=dict)
     plans: PlanState | None = None  # None: the lifecycle did not run (invalid spec)
+    scaling: ScalingShown | None = None  # None: leave status.autoscaler as it is
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,12 @@ def assemble(inp: StatusInput, now: datetime) -> StatusUpdate:
         current_plan = inp.plans.current_plan
         if inp.plans.planned is not None:
             new.append(inp.plans.planned)
+    autoscaler = inp.previous.autoscaler
     conditions = list(inp.previous.conditions)
+    if inp.scaling is not None:
+        autoscaler = inp.scaling.status
+        new += inp.scaling.conditions
+        conditions = [c for c in conditions if c.type not in inp.scaling.removed]
     for cond in new:
         conditions = set_condition(conditions, cond, now)
     status = inp.previous.model_copy(
@@ -93,6 +109,7 @@ def assemble(inp: StatusInput, now: datetime) -> StatusUpdate:
             "instances": _instances(inp),
             "current_plan": current_plan,
             "endpoint": inp.endpoint,
+            "autoscaler": autoscaler,
         }
     )
     return StatusUpdate(status, transition_events(inp.previous.conditions, conditions))

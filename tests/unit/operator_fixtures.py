@@ -115,6 +115,7 @@ class FakeCluster:
         self.nodes = [{"metadata": {"name": f"n{i}", "labels": {}}} for i in range(nodes)]
         self.events: list[EventNote] = []
         self.status_writes = 0
+        self.scale_writes: list[int] = []
         self._uids = itertools.count(1)
 
     def add(self, kind: str, body: Body) -> Body:
@@ -163,6 +164,17 @@ class FakeCluster:
 
     def list_nodes(self) -> list[Body]:
         return self.nodes
+
+    def label_pod(self, namespace: str, name: str, key: str, value: str) -> None:
+        pod = self.objects.get(("Pod", namespace, name))
+        if pod is not None:
+            pod["metadata"].setdefault("labels", {})[key] = value
+
+    def scale_md(self, namespace: str, name: str, replicas: int) -> None:
+        body = self.objects[(c.MD_KIND, namespace, name)]
+        body["spec"]["replicas"] = replicas
+        body["metadata"]["generation"] = int(body["metadata"].get("generation", 0)) + 1
+        self.scale_writes.append(replicas)
 
     def annotate_pod(self, namespace: str, name: str, key: str, value: str | None) -> None:
         pod = self.objects.get(("Pod", namespace, name))

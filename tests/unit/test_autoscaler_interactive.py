@@ -83,8 +83,8 @@ def test_waiting_requests_count_every_instance_busy_plus_one() -> None:
 
 def test_scale_from_zero_when_requests_wait() -> None:
     d = tick(0, 0, queued=1)
-    assert (d.action, d.desired, d.ibp) == ("scale_up", 2, None)  # ceil(1 / 0.7)
-    assert (d.roles.interactive, d.roles.mixed) == (1, 1)
+    assert (d.action, d.desired, d.ibp) == ("scale_up", 1, None)  # the least that serves
+    assert (d.roles.interactive, d.roles.mixed) == (0, 1)
     d = tick(0, 0)
     assert (d.action, d.desired) == ("hold", 0)
 
@@ -201,3 +201,12 @@ def test_auto_theta_clamps_and_falls_back() -> None:
     assert auto_theta([], 10, 60, fallback=0.99).theta == 0.95
     with pytest.raises(ValueError):
         auto_theta([1.0, 2.0], 0, 60)
+
+
+def test_waiting_requests_during_a_cold_start_do_not_order_an_instance_per_tick() -> None:
+    band = InteractiveBand(0.7, 0.1)
+    starting = InteractiveObservation(interactive=0, mixed=1, busy=0, queued=3, starting=1)
+    for _ in range(10):  # the first instance is still loading: hold at 1
+        assert decide_interactive(starting, band).desired <= 1
+    ready = InteractiveObservation(interactive=0, mixed=1, busy=1, queued=3, starting=0)
+    assert decide_interactive(ready, band).desired == 3  # ready and still short: N + 1 busy

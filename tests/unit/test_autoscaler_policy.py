@@ -234,8 +234,8 @@ def test_a_request_at_zero_scales_up_at_once() -> None:
     sim.run(0.0, 100)  # long idle at zero: no keep-alive wait on the way up
     assert sim.writes == []
     rec = sim.tick(1500.0, demand=1)
-    assert rec.write and rec.replicas == 2  # ceil(1 / 0.7); the default Pods policy allows it
-    assert "1 interactive waiting at 0 → 2 interactive+mixed" in rec.reason
+    assert rec.write and rec.replicas == 1  # start one; IBP takes over once it runs
+    assert "1 interactive waiting at 0 → 1 interactive+mixed" in rec.reason
     assert "request at zero: at least 1 now" in rec.reason
 
 

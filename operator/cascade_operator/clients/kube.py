@@ -181,6 +181,22 @@ class Cluster:
                 raise
 
     @refusals_as_api_error
+    def label_pod(self, namespace: str, name: str, key: str, value: str) -> None:
+        """Set one label; a pod already gone is a success."""
+        try:
+            self.core.patch_namespaced_pod(name, namespace, {"metadata": {"labels": {key: value}}})
+        except ApiException as err:
+            if not _missing(err):
+                raise
+
+    @refusals_as_api_error
+    def scale_md(self, namespace: str, name: str, replicas: int) -> None:
+        """Write spec.replicas through the /scale subresource, as an HPA does."""
+        self.custom.patch_namespaced_custom_object_scale(
+            c.GROUP, c.VERSION, namespace, c.MD_PLURAL, name, {"spec": {"replicas": replicas}}
+        )
+
+    @refusals_as_api_error
     def list_scaleplans(self, namespace: str, selector: str) -> list[Body]:
         found = self.custom.list_namespaced_custom_object(
             c.GROUP, c.VERSION, namespace, c.SP_PLURAL, label_selector=selector

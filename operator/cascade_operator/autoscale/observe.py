@@ -1,0 +1,171 @@
+"""One tick's `AutoscaleContext`, from the spec, the worker pods and the gateways' reports.
+
+Pure: the API objects arrive parsed (`PodView`), the gateway reports typed
+(`GatewayLoad`), `now` is the operator's monotonic clock, and the gateway's relative
+times (ages, time left) are turned into it here. Decisions made where a report is silent:
+
+- **Instance throughput** (Algorithm 2's Θ): the highest tokens/s any backend has
+  reported so far (the caller keeps it), an instance's measured capacity under real
+  load; before any report, `DEFAULT_INSTANCE_TOKENS_PER_S`.
+- **Unknown output lengths** with no finished request yet: each queued request is
+  assumed to use its whole `max_tokens` (the cautious end; the CLT model takes over once
+  the gateway has samples).
+- **Mixed spare capacity** for batch work counts 0: interactive arrivals may claim it
+  at any moment, so batch deadlines are planned on batch instances alone.
+- **Time to ready**: the median, over pods that became ready, of creation to Ready;
+  `DEFAULT_TIME_TO_READY_S` before any did.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from cascade_api.modeldeployment import ModelDeploymentSpec
+from cascade_autoscaler.batch_queue import BatchQueueContext, QueuedBatchRequest
+from cascade_autoscaler.policy_types import (
+    Arrivals,
+    AutoscaleContext,
+    AutoscaleSpec,
+    Fleet,
+    Load,
+)
+from cascade_operator.observed import PodView
+from cascade_protocol.gateway_load import GatewayLoad
+from cascade_protocol.generate import RequestClass
+from cascade_protocol.roles import InstanceRole
+
+DEFAULT_INSTANCE_TOKENS_PER_S = 100.0
+DEFAULT_TIME_TO_READY_S = 60.0
+
+
+def autoscale_spec(spec: ModelDeploymentSpec) -> AutoscaleSpec:
+    """The policy's view of spec.scaling (called only when Cascade owns replicas)."""
+    sc = spec.scaling
+    ibp = sc.interactive_backpressure
+    return AutoscaleSpec(
+        min_replicas=sc.min_replicas,
+        max_replicas=max(1, sc.upper),
+        behavior=sc.behavior,
+        theta=ibp.target if ibp.target is not None else "auto",
+        delta=ibp.tolerance,
+        keep_alive_s=float(sc.keep_alive_seconds),
+        owner="cascade",
+    )
+
+
+def alive(pods: Sequence[PodView]) -> list[PodView]:
+    """Pods that count as instances: not on their way out, not failed."""
+    return [p for p in pods if not p.terminating and not p.failed]
+
+
+def fleet(replicas: int, pods: Sequence[PodView]) -> Fleet:
+    live = alive(pods)
+    by_role = {r: sum(1 for p in live if p.role is r) for r in InstanceRole}
+    return Fleet(
+        replicas=replicas,
+        interactive=by_role[InstanceRole.INTERACTIVE],
+        mixed=by_role[InstanceRole.MIXED],
+        batch=by_role[InstanceRole.BATCH],
+        starting=sum(1 for p in live if not p.ready),
+    )
+
+
+def load(loads: Sequence[GatewayLoad], now: float) -> Load:
+    """IBP's B, the interactive queue, everything in flight, and the latest arrival."""
+    busy = {
+        b.pod or b.url
+        for g in loads
+        for b in g.backends
+        if b.role is not InstanceRole.BATCH and b.interactive_in_flight > 0
+    }
+    interactive = RequestClass.INTERACTIVE.value
+    ages = [g.demand.last_arrival_age_s for g in loads if g.demand.last_arrival_age_s is not None]
+    return Load(
+        busy=len(busy),
+        queued=sum(g.classes[interactive].queued for g in loads if interactive in g.classes),
+        in_flight=sum(c.in_flight for g in loads for c in g.classes.values()),
+        last_arrival_s=now - min(ages) if ages else None,
+    )
+
+
+def batch_context(
+    loads: Sequence[GatewayLoad], fleet_now: Fleet, now: float, tokens_per_s: float
+) -> BatchQueueContext:
+    queue = tuple(
+        sorted(
+            (
+                QueuedBatchRequest(
+                    now - q.age_s, now + q.deadline_in_s, q.prompt_tokens, q.max_tokens
+                )
+                for g in loads
+                for q in g.demand.batch_queue
+            ),
+            key=lambda r: r.arrival_s,
+        )
+    )
+    samples = [g.demand for g in loads if g.demand.output_samples > 0]
+    if samples:
+        total = sum(d.output_samples for d in samples)
+        mean = sum(d.output_tokens_mean * d.output_samples for d in samples) / total
+        std = max(d.output_tokens_std for d in samples)
+    else:
+        mean, std = float(max((r.max_tokens for r in queue), default=0)), 0.0
+    running = sum(b.in_flight for g in loads for b in g.backends if b.role is InstanceRole.BATCH)
+    return BatchQueueContext(
+        now_s=now,
+        queue=queue,
+        instance_tokens_per_s=tokens_per_s,
+        batch_instances=fleet_now.batch,
+        batch_running=running,
+        output_mean_tokens=mean,
+        output_std_tokens=std,
+    )
+
+
+def arrivals(loads: Sequence[GatewayLoad], time_to_ready_s: float) -> Arrivals:
+    """Interactive arrivals per interval, summed over gateways bucket by bucket."""
+    if not loads:
+        return Arrivals(time_to_ready_s=time_to_ready_s)
+    width = max(len(g.demand.interactive_arrivals) for g in loads)
+    counts = [0.0] * width
+    for g in loads:
+        series = g.demand.interactive_arrivals
+        for i, n in enumerate(series, start=width - len(series)):
+            counts[i] += n
+    return Arrivals(tuple(counts), loads[0].demand.arrival_interval_s, time_to_ready_s)
+
+
+def peak_tokens_per_s(loads: Sequence[GatewayLoad], previous: float | None) -> float:
+    """The highest per-instance throughput seen so far (Algorithm 2's Θ)."""
+    seen = [b.tokens_per_s for g in loads for b in g.backends]
+    best = max([*seen, previous or 0.0])
+    return best if best > 0 else DEFAULT_INSTANCE_TOKENS_PER_S
+
+
+def time_to_ready(pods: Sequence[PodView]) -> float:
+    """Median seconds from creation to Ready over pods that got there."""
+    spans = [
+        (p.ready_since - p.created).total_seconds()
+        for p in pods
+        if p.ready_since is not None and p.created is not None and p.ready_since >= p.created
+    ]
+    return statistics.median(spans) if spans else DEFAULT_TIME_TO_READY_S
+
+
+def context(
+    now: float,
+    spec: ModelDeploymentSpec,
+    pods: Sequence[PodView],
+    loads: Sequence[GatewayLoad],
+    tokens_per_s: float,
+) -> AutoscaleContext:
+    f = fleet(spec.replicas, pods)
+    return AutoscaleContext(
+        now=now,
+        spec=autoscale_spec(spec),
+        fleet=f,
+        load=load(loads, now),
+        batch=batch_context(loads, f, now, tokens_per_s),
+        arrivals=arrivals(loads, time_to_ready(pods)),
+    )
