@@ -62,7 +62,8 @@ class Deployment:
             "spec": {
                 "model": {"uri": f"file://{model_path}"},
                 "replicas": 1,
-                "engine": {"maxBatchSize": max_batch},
+                # The curve is measured at fixed batch sizes: no local autoscaler moving it.
+                "engine": {"maxBatchSize": max_batch, "adaptiveBatch": False},
             },
         }
         self.custom.create_namespaced_custom_object(c.GROUP, c.VERSION, self.ns, c.MD_PLURAL, md)
