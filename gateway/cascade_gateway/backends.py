@@ -1,9 +1,11 @@
 """The backend pool: which workers exist, what they last reported, what we sent them.
 
-Backends come from two sources, merged: static URLs (flags/env) and discovered worker
-pods (kubernetes discovery replaces its set every listing). Each backend's ``LoadReport``
-is refreshed by ``poll_loop`` about once a second; a failed poll clears the report,
-which makes the backend unroutable until it answers again. Dispatch failures put a
+Backends come from two sources, merged: static URLs (flags/env, always mixed) and
+discovered worker pods (kubernetes discovery replaces its set every listing; a backend
+still listed keeps its report and in-flight counts, and takes the listing's pod name
+and role, so the operator relabelling a pod re-routes it at once). Each backend's
+``LoadReport`` is refreshed by ``poll_loop`` about once a second; a failed poll clears
+the report, which makes the backend unroutable until it answers again. Dispatch failures put a
 backend on a short cool-down (``avoid``) so the next requests go elsewhere without
 waiting for the next poll. Every change calls ``on_change`` so the scheduler can place
 waiting requests at once instead of polling for capacity.
@@ -19,9 +21,12 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from cascade_gateway.discovery import Discovered
 from cascade_gateway.router import BackendView
 from cascade_gateway.upstream import fetch_load
+from cascade_protocol.generate import RequestClass
 from cascade_protocol.load import LoadReport
+from cascade_protocol.roles import InstanceRole
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +35,18 @@ log = logging.getLogger(__name__)
 class BackendState:
     url: str
     static: bool = False
+    pod: str = ""  # the worker pod's name ("" for a static URL)
+    role: InstanceRole = InstanceRole.MIXED
     report: LoadReport | None = None
     in_flight: int = 0
+    # Of in_flight, interactive requests (the autoscaler's IBP counts such instances).
+    interactive_in_flight: int = 0
     avoid_until: float = 0.0
     # Why the last poll or request failed; "" while healthy. For /v1/load and logs.
     error: str = ""
 
     def view(self) -> BackendView:
-        return BackendView(self.url, self.report, self.in_flight, self.avoid_until)
+        return BackendView(self.url, self.report, self.in_flight, self.avoid_until, self.role)
 
 
 class BackendPool:
@@ -59,17 +68,22 @@ class BackendPool:
     def views(self) -> list[BackendView]:
         return [s.view() for s in self._states.values()]
 
-    def set_discovered(self, urls: Iterable[str]) -> None:
-        """Replace the discovered backends (static ones stay)."""
-        wanted = set(urls)
-        for url in list(self._states):
-            state = self._states[url]
+    def set_discovered(self, found: Iterable[Discovered]) -> None:
+        """Replace the discovered backends (static ones stay); update pods and roles."""
+        wanted = {d.url: d for d in found}
+        for url, state in list(self._states.items()):
             if not state.static and url not in wanted:
-                log.info("backend gone: %s", url)
+                log.info("backend gone: %s (%s)", url, state.pod)
                 del self._states[url]
-        for url in sorted(wanted - set(self._states)):
-            log.info("backend found: %s", url)
-            self._states[url] = BackendState(url)
+        for url in sorted(wanted):
+            d = wanted[url]
+            known = self._states.get(url)
+            if known is None:
+                log.info("backend found: %s (%s, %s)", url, d.pod, d.role.value)
+                self._states[url] = BackendState(url, pod=d.pod, role=d.role)
+            elif not known.static and (known.pod, known.role) != (d.pod, d.role):
+                log.info("backend %s: %s, role %s", url, d.pod, d.role.value)
+                known.pod, known.role = d.pod, d.role
         self.on_change()
 
     def update(self, url: str, report: LoadReport | None, error: str = "") -> None:
@@ -88,15 +102,19 @@ class BackendPool:
             state.avoid_until = max(state.avoid_until, self.clock() + seconds)
             state.error = error
 
-    def reserve(self, url: str) -> None:
+    def reserve(self, url: str, request_class: RequestClass) -> None:
         state = self._states.get(url)
         if state is not None:
             state.in_flight += 1
+            if request_class is RequestClass.INTERACTIVE:
+                state.interactive_in_flight += 1
 
-    def release(self, url: str) -> None:
+    def release(self, url: str, request_class: RequestClass) -> None:
         state = self._states.get(url)
         if state is not None and state.in_flight > 0:
             state.in_flight -= 1
+            if request_class is RequestClass.INTERACTIVE and state.interactive_in_flight > 0:
+                state.interactive_in_flight -= 1
 
 
 async def poll_once(pool: BackendPool, session: aiohttp.ClientSession, timeout: float) -> None:

@@ -6,7 +6,10 @@ find its workers: ``CASCADE_DISCOVERY=kubernetes`` with ``CASCADE_DEPLOYMENT`` a
 ``POD_NAMESPACE`` lists the deployment's worker pods; ``CASCADE_BACKENDS`` (or
 ``--backend``) names worker URLs directly, which is what tests and `cascade dev` use.
 Queue bounds, the request deadline and retry attempts are flags too, so load tests can
-tighten them. Pure: no I/O, unit-tested with plain dicts.
+tighten them. The per-class TTFT SLOs (the ModelDeployment's ``spec.slo``, passed by
+the operator) set each queued batch request's deadline in the load report; the
+keep-alive interval is how often a held stream gets an SSE comment. Pure: no I/O,
+unit-tested with plain dicts.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 
 from cascade_api.constants import GATEWAY_PORT
 from cascade_protocol.cli_args import add_serving_args, int_at_least, parse_seconds
+from cascade_protocol.generate import RequestClass
 
 DISCOVERY_STATIC = "static"
 DISCOVERY_KUBERNETES = "kubernetes"
@@ -28,6 +32,11 @@ DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_BACKEND_SLACK = 2
 DEFAULT_POLL_SECONDS = 1.0
 DEFAULT_DISCOVERY_SECONDS = 2.0
+# The API's defaults for spec.slo.{interactive,batch}.ttftMs.
+DEFAULT_INTERACTIVE_TTFT_SLO_MS = 1000
+DEFAULT_BATCH_TTFT_SLO_MS = 60_000
+# Below every common proxy idle timeout (nginx and cloud load balancers: 30-60 s or more).
+DEFAULT_KEEPALIVE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,17 @@ class GatewayConfig:
     discovery_seconds: float = DEFAULT_DISCOVERY_SECONDS
     # Seconds a full queue tells clients to wait (Retry-After).
     retry_after: int = 1
+    # Time-to-first-token SLOs per class (ms): a queued request's deadline in /v1/load.
+    interactive_ttft_slo_ms: int = DEFAULT_INTERACTIVE_TTFT_SLO_MS
+    batch_ttft_slo_ms: int = DEFAULT_BATCH_TTFT_SLO_MS
+    # Seconds without a byte after which a waiting stream gets an SSE comment
+    # (": keep-alive"), its headers sent first if need be, so proxies keep it open.
+    keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS
+
+    def ttft_slo_s(self, request_class: RequestClass) -> float:
+        if request_class is RequestClass.INTERACTIVE:
+            return self.interactive_ttft_slo_ms / 1000.0
+        return self.batch_ttft_slo_ms / 1000.0
 
 
 def parse_backends(value: str) -> list[str]:
@@ -87,6 +107,7 @@ def parse_backends(value: str) -> list[str]:
 _queue_size = int_at_least(0, "queue size")
 _attempts = int_at_least(1, "attempt count")
 _slack = int_at_least(0, "slack")
+_slo_ms = int_at_least(1, "SLO in milliseconds")
 
 
 def _positive_seconds(value: str) -> float:
@@ -131,6 +152,12 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
          "seconds between backend load polls"),
         ("--discovery-seconds", "CASCADE_DISCOVERY_SECONDS", DEFAULT_DISCOVERY_SECONDS,
          _positive_seconds, "seconds between worker pod listings"),
+        ("--interactive-ttft-slo-ms", "CASCADE_INTERACTIVE_TTFT_SLO_MS",
+         DEFAULT_INTERACTIVE_TTFT_SLO_MS, _slo_ms, "interactive time-to-first-token SLO, ms"),
+        ("--batch-ttft-slo-ms", "CASCADE_BATCH_TTFT_SLO_MS", DEFAULT_BATCH_TTFT_SLO_MS,
+         _slo_ms, "batch time-to-first-token SLO, ms (queued batch deadlines)"),
+        ("--keepalive-seconds", "CASCADE_KEEPALIVE_SECONDS", DEFAULT_KEEPALIVE_SECONDS,
+         _positive_seconds, "seconds of silence before a waiting stream gets an SSE comment"),
     ):  # fmt: skip
         add(
             name,
@@ -167,4 +194,7 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> GatewayConfig:
         backend_slack=args.backend_slack,
         poll_seconds=args.poll_seconds,
         discovery_seconds=args.discovery_seconds,
+        interactive_ttft_slo_ms=args.interactive_ttft_slo_ms,
+        batch_ttft_slo_ms=args.batch_ttft_slo_ms,
+        keepalive_seconds=args.keepalive_seconds,
     )

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from cascade_gateway import errors, upstream
 from cascade_gateway.api_request import Job
+from cascade_gateway.demand import Ticket, prompt_tokens
 from cascade_gateway.runtime import Gateway
 from cascade_protocol.generate import GenerateChunk, GenerateRequest
 
@@ -59,8 +60,14 @@ async def run(
     tried: list[str] = []
     detail = "no attempt made"
     attempts = gw.config.max_attempts
+    ticket = Ticket(
+        arrived=progress.arrived,
+        deadline=progress.arrived + gw.config.ttft_slo_s(cls),
+        prompt_tokens=prompt_tokens(job.request),
+        max_tokens=job.request.params.max_tokens,
+    )
     for attempt in range(attempts):
-        url = await gw.scheduler.acquire(cls, frozenset(tried), retry=attempt > 0)
+        url = await gw.scheduler.acquire(cls, frozenset(tried), retry=attempt > 0, ticket=ticket)
         if not progress.dispatched:
             now = gw.pool.clock()
             gw.metrics.observe_wait(cls, now, now - progress.arrived)
@@ -103,8 +110,10 @@ def _observe(gw: Gateway, job: Job, progress: Progress, chunk: GenerateChunk) ->
     """TTFT, inter-token latency and token counters, as chunks arrive at the gateway."""
     cls = job.request_class
     new_tokens = len(chunk.token_ids)
-    if chunk.finish_reason is not None and chunk.prompt_tokens:
-        gw.metrics.prompt_tokens.labels(cls.value).inc(chunk.prompt_tokens)
+    if chunk.finish_reason is not None:
+        gw.demand.finished(chunk.completion_tokens)
+        if chunk.prompt_tokens:
+            gw.metrics.prompt_tokens.labels(cls.value).inc(chunk.prompt_tokens)
     if not new_tokens:
         return
     now = gw.pool.clock()

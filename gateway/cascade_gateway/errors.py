@@ -79,10 +79,18 @@ def draining() -> ApiError:
     )
 
 
-def no_backend(seconds: float) -> ApiError:
+def no_backend(seconds: float, *, held: bool = False) -> ApiError:
+    """The deadline passed while queued; ``held``: no model server was ready at all."""
+    message = (
+        f"No model server was ready to take the request within {seconds:g} s: the "
+        "deployment has no ready instance (scaled to zero, or its first instance is still "
+        "starting). Retry later."
+        if held
+        else f"No model server could take the request within {seconds:g} s."
+    )
     return ApiError(
         503,
-        f"No model server could take the request within {seconds:g} s.",
+        message,
         type="service_unavailable",
         code="no_backend",
         headers={"Retry-After": "1"},

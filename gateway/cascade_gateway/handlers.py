@@ -1,14 +1,18 @@
 """aiohttp handlers of the OpenAI routes: parse, dispatch, write JSON or SSE.
 
-Each request gets one deadline (``--request-timeout``) over everything: queueing,
-retries and generation. A streaming response is started only when the first chunk
-arrives from a backend, so every failure before it still gets a proper status code
+Each request gets one deadline (``--request-timeout``) over everything: queueing (also
+while held because no backend is ready at all), retries and generation. A streaming
+response is started by its first write: the first chunk from a backend or, after
+``--keepalive-seconds`` of silence, an SSE keep-alive comment (repeated for every such
+silence, so proxies keep a held or stalled stream open; see events.py). Failures
+before that get a proper status code
 (429 queue full, 503 no backend in time or draining, 502 all attempts failed, the
 worker's own 4xx passed through). After it, failures end the stream with an OpenAI
 error event (``data: {"error": ...}``, which the SDKs raise as ``APIError``) and
-``data: [DONE]``. A client that goes away is noticed both by a failed write and by a
-watcher on the connection (aiohttp does not cancel handlers itself in production), and
-the backend request is cancelled with it.
+``data: [DONE]``. Non-streaming requests always get plain JSON errors. A client that
+goes away is noticed both by a failed write and by a watcher on the connection
+(aiohttp does not cancel handlers itself in production), and the backend request is
+cancelled with it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -43,6 +47,7 @@ from cascade_gateway.api_response import (
     stream_chunk,
     usage_chunk,
 )
+from cascade_gateway.events import ClientGone, EventStream
 from cascade_gateway.runtime import Gateway
 from cascade_gateway.scheduler import QueueFull
 from cascade_gateway.upstream import Rejected
@@ -54,15 +59,6 @@ GATEWAY_KEY = web.AppKey("cascade_gateway", Gateway)
 # How often a waiting handler checks whether its client is still connected.
 DISCONNECT_POLL_S = 0.5
 T = TypeVar("T")
-
-
-class ClientGone(Exception):
-    """The client closed its connection; nothing more can be sent."""
-
-    def __init__(self, response: web.StreamResponse | None = None) -> None:
-        super().__init__("client closed the connection")
-        # The stream already started, if any: the one aiohttp must finish, not a new one.
-        self.response = response
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
@@ -82,6 +78,7 @@ async def _serve(request: web.Request, endpoint: Endpoint) -> web.StreamResponse
             raise errors.draining()
         job = _parse(gw, endpoint, await request.read(), request.headers.get(CLASS_HEADER))
         cls = job.request_class
+        gw.demand.arrived(cls, gw.pool.clock())
         work = _stream(request, gw, job) if job.stream else _complete(gw, job)
         response = await _until_disconnect(request, work)
     except errors.ApiError as exc:
@@ -119,7 +116,9 @@ def _parse(gw: Gateway, endpoint: Endpoint, raw: bytes, class_header: str | None
 
 def _deadline_error(gw: Gateway, progress: dispatch.Progress) -> errors.ApiError:
     timeout = gw.config.request_timeout
-    return errors.timed_out(timeout) if progress.dispatched else errors.no_backend(timeout)
+    if progress.dispatched:
+        return errors.timed_out(timeout)
+    return errors.no_backend(timeout, held=not gw.serving())
 
 
 async def _complete(gw: Gateway, job: Job) -> web.StreamResponse:
@@ -143,46 +142,44 @@ async def _complete(gw: Gateway, job: Job) -> web.StreamResponse:
 async def _stream(request: web.Request, gw: Gateway, job: Job) -> web.StreamResponse:
     progress = dispatch.Progress(arrived=gw.pool.clock())
     env = Envelope(job.request.request_id, int(time.time()), job.model)
-    response: web.StreamResponse | None = None
-
-    async def send(data: dict[str, Any] | bytes) -> None:
-        nonlocal response
-        if response is None:
-            response = web.StreamResponse(
-                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-            )
-            await response.prepare(request)
-        try:
-            await response.write(data if isinstance(data, bytes) else sse(data))
-        except ConnectionError as exc:  # aiohttp's ClientConnectionResetError too
-            raise ClientGone(response) from exc
-
-    error: errors.ApiError | None = None
+    out = EventStream(request, gw.config.keepalive_seconds)
+    failure: errors.ApiError | Rejected | None = None
+    first = True
+    out.start()
     try:
-        async with asyncio.timeout(gw.config.request_timeout):
-            async with aclosing(dispatch.run(gw, job, progress, buffered=False)) as chunks:
-                async for chunk in chunks:
-                    if response is None and job.endpoint is Endpoint.CHAT:
-                        await send(stream_chunk(job, env, "", None, first=True))
-                    env.usage.add(chunk)
-                    if chunk.text:
-                        await send(stream_chunk(job, env, chunk.text, None))
-                    if chunk.finish_reason is not None:
-                        finish = OPENAI_FINISH.get(chunk.finish_reason, "stop")
-                        await send(stream_chunk(job, env, "", finish))
+        async with (
+            asyncio.timeout(gw.config.request_timeout),
+            aclosing(dispatch.run(gw, job, progress, buffered=False)) as chunks,
+        ):
+            async for chunk in chunks:
+                if first and job.endpoint is Endpoint.CHAT:
+                    await out.send(sse(stream_chunk(job, env, "", None, first=True)))
+                first = False
+                env.usage.add(chunk)
+                if chunk.text:
+                    await out.send(sse(stream_chunk(job, env, chunk.text, None)))
+                if chunk.finish_reason is not None:
+                    finish = OPENAI_FINISH.get(chunk.finish_reason, "stop")
+                    await out.send(sse(stream_chunk(job, env, "", finish)))
     except TimeoutError:
-        error = _deadline_error(gw, progress)
+        failure = _deadline_error(gw, progress)
     except dispatch.StreamBroken as exc:
-        error = errors.stream_broken(str(exc))
-    if error is not None:
-        if response is None:
-            raise error
-        await send(error.body())
+        failure = errors.stream_broken(str(exc))
+    except (errors.ApiError, Rejected) as exc:  # reach the client as events once started
+        failure = exc
+    finally:
+        await out.stop()
+    if failure is not None:
+        if not out.started:  # nothing sent yet: a plain status code and JSON body
+            raise failure
+        await out.send(
+            sse(failure.body() if isinstance(failure, errors.ApiError) else failure.body)
+        )
     elif job.include_usage:
-        await send(usage_chunk(job, env))
-    await send(DONE)
-    assert response is not None
-    return response
+        await out.send(sse(usage_chunk(job, env)))
+    await out.send(DONE)
+    assert out.response is not None
+    return out.response
 
 
 async def _until_disconnect(request: web.Request, work: Awaitable[T]) -> T:

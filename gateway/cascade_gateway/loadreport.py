@@ -1,11 +1,14 @@
-"""The gateway's own load report (``GET /v1/load``), for the autoscaler.
+"""Statistics behind the gateway's load report (``GET /v1/load``), for the autoscaler.
 
-Chiron-style global control needs, per request class, how much is waiting and how fast
-it is being served: queue depth and in-flight counts (now), time to first token and
-queue wait over the last minute (p50/p90 as seen by clients, queueing included), and
-the backends' readiness and throughput. Prometheus has the same series as histograms;
-this endpoint gives the operator one cheap JSON read without a Prometheus server.
-``RecentWindow`` and ``percentile`` are pure (time is passed in).
+The report's shape is :class:`cascade_protocol.gateway_load.GatewayLoad`, shared with
+the operator. Chiron-style global control needs, per request class, how much is waiting
+and how fast it is being served: queue depth and in-flight counts (now), time to first
+token and queue wait over the last minute (p50/p90 as seen by clients, queueing
+included), and the backends' readiness and throughput. Prometheus has the same series
+as histograms; this endpoint gives the operator one cheap JSON read without a
+Prometheus server. ``RecentWindow`` and ``percentile`` are pure (time is passed in);
+the demand figures (arrivals, batch queue, output lengths) are
+:mod:`cascade_gateway.demand`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 
-from pydantic import BaseModel
+from cascade_protocol.gateway_load import ClassLoad
 
 WINDOW_S = 60.0
 MAX_SAMPLES = 4096
@@ -43,40 +46,6 @@ class RecentWindow:
         while self._samples and self._samples[0][0] < now - self.window:
             self._samples.popleft()
         return [v for _, v in self._samples]
-
-
-class ClassLoad(BaseModel):
-    queued: int  # waiting in the gateway for a backend slot
-    in_flight: int  # dispatched to a backend, not finished
-    queue_limit: int  # more waiting than this are refused with 429
-    ttft_p50_s: float | None = None  # time to first token, arrival to first token
-    ttft_p90_s: float | None = None
-    queue_wait_p50_s: float | None = None  # arrival to dispatch
-    queue_wait_p90_s: float | None = None
-
-
-class BackendLoad(BaseModel):
-    url: str
-    ready: bool  # routable: ready, not draining, not cooling down after a failure
-    draining: bool
-    in_flight: int  # from this gateway
-    running: int  # the backend's own last report
-    waiting: int
-    max_batch: int
-    kv_cache_usage: float
-    tokens_per_s: float
-    error: str = ""
-
-
-class GatewayLoad(BaseModel):
-    model: str
-    deployment: str
-    draining: bool  # this gateway stopped admitting (SIGTERM)
-    backends_total: int
-    backends_ready: int
-    tokens_per_s: float  # sum of the backends' reported generation rates
-    classes: dict[str, ClassLoad]
-    backends: list[BackendLoad]
 
 
 def class_load(

@@ -14,8 +14,9 @@ Backends are worker URLs (static flags, or the deployment's worker pods when
 a second (backends.py). Endpoints (port $CASCADE_GATEWAY_PORT, default 8000, bound to
 $POD_IP when set): ``POST /v1/completions``, ``POST /v1/chat/completions`` (stream and
 non-stream), ``GET /v1/models``, ``GET /v1/load`` (the gateway's aggregate load report
-for the autoscaler), and from :mod:`cascade_protocol.service` ``/healthz``, ``/readyz``
-(200 only while some backend is ready and the gateway is not draining) and ``/metrics``.
+for the autoscaler, :class:`cascade_protocol.gateway_load.GatewayLoad`), and from
+:mod:`cascade_protocol.service` ``/healthz``, ``/readyz`` (200 while not draining, with
+or without backends: requests are held until one is ready) and ``/metrics``.
 On SIGTERM new requests get 503 while accepted ones finish within the drain grace.
 """
 
@@ -35,14 +36,15 @@ from aiohttp import web
 
 from cascade_gateway.backends import BackendPool, poll_loop
 from cascade_gateway.config import DISCOVERY_KUBERNETES, GatewayConfig, load_config
+from cascade_gateway.demand import DemandTracker
 from cascade_gateway.handlers import GATEWAY_KEY, chat_completions, completions
-from cascade_gateway.loadreport import BackendLoad, GatewayLoad, class_load
+from cascade_gateway.loadreport import class_load
 from cascade_gateway.metrics import register_metrics
 from cascade_gateway.router import ready_count, routable
-from cascade_gateway.runtime import Gateway, readiness_gate
+from cascade_gateway.runtime import Gateway
 from cascade_gateway.scheduler import Scheduler
+from cascade_protocol.gateway_load import GATEWAY_LOAD_PATH, BackendLoad, GatewayLoad
 from cascade_protocol.generate import RequestClass
-from cascade_protocol.load import LOAD_PATH
 from cascade_protocol.service import Health, create_app, new_registry, serve, setup_logging
 
 log = logging.getLogger("cascade_gateway")
@@ -75,9 +77,12 @@ def load_body(gw: Gateway) -> GatewayLoad:
     backends = [
         BackendLoad(
             url=s.url,
+            pod=s.pod,
+            role=s.role,
             ready=routable(s.view(), now),
             draining=bool(s.report and s.report.draining),
             in_flight=s.in_flight,
+            interactive_in_flight=s.interactive_in_flight,
             running=s.report.running if s.report else 0,
             waiting=s.report.waiting if s.report else 0,
             max_batch=s.report.max_batch if s.report else 0,
@@ -96,6 +101,7 @@ def load_body(gw: Gateway) -> GatewayLoad:
         tokens_per_s=sum(b.tokens_per_s for b in backends),
         classes=classes,
         backends=backends,
+        demand=gw.demand.report(now, gw.scheduler.held(), gw.scheduler.queued(RequestClass.BATCH)),
     )
 
 
@@ -152,7 +158,7 @@ def build_app(config: GatewayConfig, *, created: int | None = None) -> web.Appli
         RequestClass.BATCH: config.batch_queue,
     }
     scheduler = Scheduler(pool, limits, config.backend_slack)
-    health = Health(gates=[readiness_gate(pool)])
+    health = Health()
     gw = Gateway(
         config=config,
         pool=pool,
@@ -160,6 +166,7 @@ def build_app(config: GatewayConfig, *, created: int | None = None) -> web.Appli
         metrics=metrics,
         health=health,
         created=int(time.time()) if created is None else created,
+        demand=DemandTracker(started=pool.clock()),
     )
     metrics.bind(
         scheduler.depth, scheduler.in_flight, lambda: ready_count(pool.views(), pool.clock())
@@ -167,7 +174,7 @@ def build_app(config: GatewayConfig, *, created: int | None = None) -> web.Appli
     app = create_app(registry, health)
     app[GATEWAY_KEY] = gw
     app.router.add_get("/v1/models", _models)
-    app.router.add_get(LOAD_PATH, _load)
+    app.router.add_get(GATEWAY_LOAD_PATH, _load)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.cleanup_ctx.append(_background)

@@ -8,8 +8,11 @@ and applies them. Placing one request uses up one unit of a backend's capacity i
 snapshot, so one call can place many requests without overfilling anyone.
 
 Chiron's global queue control, in its simplest form: bounded per-class queues (a full
-one answers 429 so clients back off), strict priority, and queue depth exported to the
-autoscaler (/v1/load), which adds instances when queues build up.
+one answers 429 so clients back off), strict priority, role-aware routing (each class
+to its own instances, then mixed ones: :mod:`cascade_gateway.router`), and queue depth
+exported to the autoscaler (/v1/load), which adds instances when queues build up. With
+no routable backend at all (scaled to zero, the first instance starting) nothing is
+placed and requests stay queued until one appears or their deadline passes.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from cascade_gateway.router import BackendView, capacity, pick_backend, routable
+from cascade_gateway.router import BackendView, pick_backend
 from cascade_protocol.generate import RequestClass
 
 # Service order: earlier classes are always served first.
@@ -50,15 +53,23 @@ def assign(
     """Placements ``(waiter key, backend url)`` in service order, while capacity lasts.
 
     A waiter that fits nowhere (e.g. its only open backend is one it already failed on
-    while another is merely full) is skipped, not blocking those behind it.
+    while another is merely full, or its class's backends are full while the other
+    class's have room) is skipped, not blocking those behind it. Room only shrinks
+    during one call, so once a waiter that avoids nothing found none, the rest of its
+    class are not looked at.
     """
     snapshot = {v.url: v for v in views}
     placed: list[tuple[int, str]] = []
+    full: set[RequestClass] = set()
     for waiter in waiters:
-        if not any(routable(v, now) and capacity(v, slack) > 0 for v in snapshot.values()):
-            break
-        url = pick_backend(snapshot.values(), now, slack, waiter.tried)
+        if waiter.request_class in full:
+            if len(full) == len(CLASS_ORDER):
+                break
+            continue
+        url = pick_backend(snapshot.values(), now, slack, waiter.tried, waiter.request_class)
         if url is None:
+            if not waiter.tried:
+                full.add(waiter.request_class)
             continue
         placed.append((waiter.key, url))
         view = snapshot[url]

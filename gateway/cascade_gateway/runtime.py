@@ -1,34 +1,24 @@
 """The gateway's live objects, bundled once so handlers take one thing from the app.
 
-The readiness gate narrows the shared probe state: the gateway is ready only while at
-least one backend is routable (ready, not draining), so a Service sends clients only to
-gateways that can serve them, and not at all once SIGTERM starts the drain.
+Readiness: the gateway is ready from start-up until SIGTERM starts the drain, whether or
+not any backend is: with no routable backend it holds requests in their class queues
+(scale from zero, the first instance still loading), which only works if the Service
+still sends them here. Whether instances serve is the ModelDeployment's status to say.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
 
 from cascade_gateway.backends import BackendPool
 from cascade_gateway.config import GatewayConfig
+from cascade_gateway.demand import DemandTracker
 from cascade_gateway.metrics import GatewayMetrics
 from cascade_gateway.router import context_length, ready_count
 from cascade_gateway.scheduler import Scheduler
 from cascade_protocol.service import Health
-
-
-def readiness_gate(pool: BackendPool) -> Callable[[], str | None]:
-    """A :class:`Health` gate: not ready while no backend is routable."""
-
-    def gate() -> str | None:
-        if ready_count(pool.views(), pool.clock()) > 0:
-            return None
-        return "no ready backend" if pool.urls() else "no backends known"
-
-    return gate
 
 
 @dataclass
@@ -39,6 +29,7 @@ class Gateway:
     metrics: GatewayMetrics
     health: Health
     created: int
+    demand: DemandTracker
     # The one HTTP client session to all backends; opened on app startup.
     session: aiohttp.ClientSession | None = field(default=None)
 
@@ -55,3 +46,7 @@ class Gateway:
 
     def max_model_len(self) -> int:
         return context_length(self.pool.views())
+
+    def serving(self) -> bool:
+        """Some backend is routable now (else requests are held)."""
+        return ready_count(self.pool.views(), self.pool.clock()) > 0

@@ -7,6 +7,11 @@ could free capacity happens (a release, a load report, a backend appearing, a co
 ending), never on a timer of its own, so nothing busy-waits. The caller bounds the wait
 with its deadline; a cancelled waiter leaves the queue (or hands back a slot it was
 given in the same instant), so slots cannot leak.
+
+With no routable backend (none discovered yet, the deployment scaled to zero, the first
+instance still loading) requests simply stay queued: they are *held*, counted in the
+load report so the autoscaler scales from zero, and placed as soon as a backend's load
+report says ready, or refused when their own deadline passes.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cascade_gateway.backends import BackendPool
+from cascade_gateway.demand import Ticket
 from cascade_gateway.policy import Waiter, assign, over_limit, service_order
-from cascade_gateway.router import next_wakeup
+from cascade_gateway.router import next_wakeup, ready_count
 from cascade_protocol.generate import RequestClass
 
 
@@ -34,6 +40,7 @@ class QueueFull(Exception):
 class _Entry:
     waiter: Waiter
     future: asyncio.Future[str]
+    ticket: Ticket | None = None
 
 
 class Scheduler:
@@ -54,12 +61,23 @@ class Scheduler:
     def in_flight(self, request_class: RequestClass) -> int:
         return self._in_flight[request_class]
 
+    def queued(self, request_class: RequestClass) -> list[Ticket]:
+        """What is known of the class's waiting requests, in queue order."""
+        return [e.ticket for e in self._queues[request_class] if e.ticket is not None]
+
+    def held(self) -> int:
+        """Requests waiting while no backend is routable at all (0 while one is)."""
+        if ready_count(self.pool.views(), self.pool.clock()) > 0:
+            return 0
+        return sum(len(q) for q in self._queues.values())
+
     async def acquire(
         self,
         request_class: RequestClass,
         tried: frozenset[str] = frozenset(),
         *,
         retry: bool = False,
+        ticket: Ticket | None = None,
     ) -> str:
         """Wait for a backend; returns its URL with a slot reserved for the caller.
 
@@ -69,6 +87,7 @@ class Scheduler:
         entry = _Entry(
             Waiter(next(self._keys), request_class, tried),
             asyncio.get_running_loop().create_future(),
+            ticket,
         )
         queue = self._queues[request_class]
         if retry:
@@ -91,7 +110,7 @@ class Scheduler:
             raise
 
     def release(self, url: str, request_class: RequestClass) -> None:
-        self.pool.release(url)
+        self.pool.release(url, request_class)
         self._in_flight[request_class] -= 1
         self.pump()
 
@@ -108,7 +127,7 @@ class Scheduler:
             self._queues[entry.waiter.request_class].remove(entry)
             if entry.future.done():  # cancelled in this very instant
                 continue
-            self.pool.reserve(url)
+            self.pool.reserve(url, entry.waiter.request_class)
             self._in_flight[entry.waiter.request_class] += 1
             entry.future.set_result(url)
         if any(self._queues.values()):

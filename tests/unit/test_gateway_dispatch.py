@@ -233,9 +233,10 @@ def test_deadline_bounds_a_hung_backend_and_an_empty_pool() -> None:
         await until(lambda: len(worker.cancelled) == 2)  # the worker saw both go away
 
         worker.ready = False
-        await until(lambda: run.gw.health.ready is False)
+        await until(lambda: not run.gw.serving())
         status, body, resp = await post(http, run, COMPLETION)
         assert status == 503 and body["error"]["code"] == "no_backend"
+        assert "no ready instance" in body["error"]["message"]
         assert resp.headers["Retry-After"] == "1"
 
     run_with([worker], test, request_timeout=0.5)
@@ -274,16 +275,19 @@ def test_drain_refuses_new_requests_and_finishes_accepted_ones() -> None:
     run_with([worker], test)
 
 
-def test_readiness_follows_backends() -> None:
+def test_readiness_does_not_follow_backends() -> None:
+    """The gateway holds requests while no backend is ready, so it stays in its Service."""
     worker = FakeWorker("w", ready=False)
 
     async def test(run: Running, http: aiohttp.ClientSession) -> None:
-        assert (await http.get(run.gateway.make_url("/readyz"))).status == 503
+        assert (await http.get(run.gateway.make_url("/readyz"))).status == 200
         worker.ready = True
         await run.wait_ready(1)
         assert (await http.get(run.gateway.make_url("/readyz"))).status == 200
         worker.draining = True
-        await until(lambda: not run.gw.health.ready)
+        await until(lambda: not run.gw.serving())
+        assert (await http.get(run.gateway.make_url("/readyz"))).status == 200
+        run.gw.health.draining = True  # only its own drain takes it out
         assert (await http.get(run.gateway.make_url("/readyz"))).status == 503
 
     run_with([worker], test)

@@ -79,7 +79,7 @@ def test_bad_requests_are_answered_before_queueing() -> None:
     assert errors[4]["param"] == "top_p"
 
 
-def test_no_backend_means_not_ready_and_requests_time_out() -> None:
+def test_no_backend_holds_requests_until_their_deadline() -> None:
     config = replace(CONFIG, request_timeout=0.2)
     answers = request(
         config,
@@ -90,9 +90,15 @@ def test_no_backend_means_not_ready_and_requests_time_out() -> None:
             ("GET", "/metrics", None),
         ],
     )
-    assert [a[0] for a in answers] == [200, 503, 503, 200]
-    assert answers[1][2] == "no backends known"
-    assert json.loads(answers[2][2])["error"]["code"] == "no_backend"
+    # Ready without backends (requests are held, the Service must keep sending them).
+    assert [a[0] for a in answers] == [200, 200, 503, 200]
+    error = json.loads(answers[2][2])["error"]
+    assert error["code"] == "no_backend"
+    assert error["message"] == (
+        "No model server was ready to take the request within 0.2 s: the deployment has "
+        "no ready instance (scaled to zero, or its first instance is still starting). "
+        "Retry later."
+    )
     metrics = answers[-1][2]
     assert 'cascade_gateway_info{deployment="tiny",model="tiny-llama"} 1.0' in metrics
     assert "cascade_gateway_up 1.0" in metrics

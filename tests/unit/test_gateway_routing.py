@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from cascade_gateway.backends import BackendPool
+from cascade_gateway.discovery import Discovered
 from cascade_gateway.policy import Waiter, assign, over_limit, service_order
 from cascade_gateway.router import (
     BackendView,
@@ -223,13 +224,13 @@ def test_pool_merges_static_and_discovered_backends() -> None:
     pool = BackendPool(["http://static"])
     changes: list[int] = []
     pool.on_change = lambda: changes.append(1)
-    pool.set_discovered(["http://p1", "http://p2"])
+    pool.set_discovered([Discovered("http://p1", "p1"), Discovered("http://p2", "p2")])
     assert pool.urls() == ["http://static", "http://p1", "http://p2"]
-    pool.set_discovered(["http://p2", "http://static"])
+    pool.set_discovered([Discovered("http://p2", "p2"), Discovered("http://static", "s")])
     assert pool.urls() == ["http://static", "http://p2"]
     pool.update("http://gone", report())  # unknown: ignored
-    pool.reserve("http://p2")
-    pool.release("http://p2")
-    pool.release("http://p2")  # never below zero
+    pool.reserve("http://p2", INTERACTIVE)
+    pool.release("http://p2", INTERACTIVE)
+    pool.release("http://p2", INTERACTIVE)  # never below zero
     assert [s.in_flight for s in pool.states()] == [0, 0]
     assert len(changes) == 2
