@@ -6,6 +6,7 @@ import pytest
 
 from cascade_gateway.config import GatewayConfig, load_config, parse_backends
 from cascade_protocol.cli_args import DEFAULT_DRAIN_SECONDS
+from cascade_protocol.generate import RequestClass
 
 
 def test_defaults() -> None:
@@ -84,3 +85,22 @@ def test_bad_values_are_usage_errors(argv: list[str], env: dict[str, str]) -> No
     with pytest.raises(SystemExit) as exc:
         load_config(argv, env)
     assert exc.value.code == 2
+
+
+def test_slos_and_keepalive() -> None:
+    config = load_config([], {})
+    assert (config.interactive_ttft_slo_ms, config.batch_ttft_slo_ms) == (1000, 60000)
+    assert config.keepalive_seconds == 5.0
+    assert (config.ttft_slo_s(RequestClass.INTERACTIVE), config.ttft_slo_s(RequestClass.BATCH)) == (
+        1.0, 60.0
+    )  # fmt: skip
+    env = {"CASCADE_INTERACTIVE_TTFT_SLO_MS": "250", "CASCADE_BATCH_TTFT_SLO_MS": "600000",
+           "CASCADE_KEEPALIVE_SECONDS": "2.5"}  # fmt: skip
+    config = load_config([], env)
+    assert (config.interactive_ttft_slo_ms, config.batch_ttft_slo_ms) == (250, 600000)
+    assert config.keepalive_seconds == 2.5
+    config = load_config(["--batch-ttft-slo-ms", "30000", "--keepalive-seconds", "1"], env)
+    assert (config.batch_ttft_slo_ms, config.keepalive_seconds) == (30000, 1.0)
+    for argv in (["--interactive-ttft-slo-ms", "0"], ["--keepalive-seconds", "0"]):
+        with pytest.raises(SystemExit):
+            load_config(argv, {})
