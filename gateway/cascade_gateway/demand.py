@@ -2,7 +2,8 @@
 
 The ``demand`` part of the gateway's load report (``cascade_protocol.gateway_load``):
 
-- interactive arrivals per ``interval`` (10 s) bucket, the last ``buckets`` (30) whole
+- interactive arrivals (every valid request, also one then refused for a full queue:
+  it is demand all the same) per ``interval`` (10 s) bucket, the last ``buckets`` (30) whole
   ones, oldest first: buckets are aligned to multiples of the interval on the gateway's
   clock, the current (partial) one is left out, and so is every bucket that began
   before the gateway started (they would read as idle time that was never observed);

@@ -4,8 +4,9 @@ A request's path through the gateway::
 
     POST /v1/{chat/,}completions
       -> api_request: validate, 400/404 naming the field      (pure)
-      -> scheduler:   class queue, 429 when full              (policy.py, pure)
-      -> router:      least-loaded ready backend with room     (router.py, pure)
+      -> scheduler:   class queue, 429 when full; held while  (policy.py, pure)
+                      no backend is ready, up to the deadline
+      -> router:      own role, then mixed, least loaded       (router.py, pure)
       -> dispatch:    stream from the worker, retry elsewhere before the first token
       -> handlers:    OpenAI JSON or SSE (api_response.py, pure)
 
