@@ -125,3 +125,13 @@ def test_pod_view_reads_status() -> None:
     )
     assert pending.index == -1 and pending.terminating and pending.unschedulable == "no gpu"
     assert GatewayView.of({"status": {"availableReplicas": 1}}, None) == GatewayView(True, False, 1)
+
+
+def test_gateway_gets_the_ttft_slos_for_its_deadlines() -> None:
+    s = spec(model={"uri": "file:///m"}, slo={"interactive": {"ttftMs": 500}})
+    dep = builders.gateway_deployment(REF, s, CFG)
+    env = {
+        e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["CASCADE_INTERACTIVE_TTFT_SLO_MS"] == "500"
+    assert env["CASCADE_BATCH_TTFT_SLO_MS"] == "60000"
