@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cascade_api.modeldeployment import SloClasses
 from cascade_protocol.cli_args import DEFAULT_DRAIN_SECONDS, bind_host
 from cascade_worker.config import DEFAULT_REQUEST_DRAIN_SECONDS, WorkerConfig, load_config
 
@@ -121,12 +122,45 @@ def test_await_mode_starts_idle_but_wants_to_serve() -> None:
         (["--max-model-len", "-5"], {}),
         (["--queue-limit", "-1"], {}),
         (["--request-drain-seconds", "-1"], {}),
+        (["--adaptive-batch", "maybe"], {}),
+        ([], {"CASCADE_ADAPTIVE_BATCH": "auto"}),
+        (["--adaptive-batch-tick-seconds", "0"], {}),
+        (["--interactive-itl-slo-ms", "0"], {}),
+        ([], {"CASCADE_BATCH_ITL_SLO_MS": "1.5"}),
     ],
 )
 def test_bad_serving_values_are_usage_errors(argv: list[str], env: dict[str, str]) -> None:
     with pytest.raises(SystemExit) as exc:
         load_config(argv, env)
     assert exc.value.code == 2
+
+
+def test_local_autoscaler_is_off_by_default_with_the_apis_slo_defaults() -> None:
+    config = load_config([], {})
+    assert config.adaptive_batch is False
+    assert config.adaptive_batch_tick_seconds == 0.5
+    slo = SloClasses()  # the ModelDeployment's defaults, when the operator passes none
+    assert (config.interactive_itl_slo_ms, config.batch_itl_slo_ms) == (
+        slo.interactive.itl_ms,
+        slo.batch.itl_ms,
+    )
+
+
+def test_local_autoscaler_flags_and_their_env_fallbacks() -> None:
+    env = {
+        "CASCADE_ADAPTIVE_BATCH": "on",
+        "CASCADE_ADAPTIVE_BATCH_TICK_SECONDS": "0.25",
+        "CASCADE_INTERACTIVE_ITL_SLO_MS": "40",
+        "CASCADE_BATCH_ITL_SLO_MS": "400",
+    }
+    config = load_config([], env)
+    assert config.adaptive_batch is True
+    assert config.adaptive_batch_tick_seconds == 0.25
+    assert (config.interactive_itl_slo_ms, config.batch_itl_slo_ms) == (40, 400)
+    argv = ["--adaptive-batch", "off", "--interactive-itl-slo-ms", "20"]
+    flagged = load_config(argv, env)
+    assert (flagged.adaptive_batch, flagged.interactive_itl_slo_ms) == (False, 20)
+    assert load_config(["--adaptive-batch", "on"], {}).adaptive_batch is True
 
 
 def test_bind_host_prefers_pod_ip() -> None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cascade_api.constants import DATA_PORT, PIPELINE_PORT, WORKER_PORT
-from cascade_api.modeldeployment import Dtype
+from cascade_api.modeldeployment import BatchSlo, Dtype, InteractiveSlo
 from cascade_protocol.cli_args import (
     add_serving_args,
     int_at_least,
@@ -28,6 +28,11 @@ DEFAULT_BLOCKS = 4
 # How long in-flight generations may take to finish at shutdown or on a drain request,
 # after the readiness grace; with the default grace it fits a 30 s termination grace.
 DEFAULT_REQUEST_DRAIN_SECONDS = 20.0
+# The local autoscaler (serving/batch_control.py): its tick, and the ITL SLOs it steers
+# by when the operator passes none (the ModelDeployment's own defaults).
+DEFAULT_ADAPTIVE_BATCH_TICK_SECONDS = 0.5
+DEFAULT_INTERACTIVE_ITL_SLO_MS = InteractiveSlo().itl_ms
+DEFAULT_BATCH_ITL_SLO_MS = BatchSlo().itl_ms
 
 
 @dataclass(frozen=True)
@@ -74,11 +79,28 @@ class WorkerConfig:
     served_name: str = ""
     # Wait for in-flight generations at shutdown/drain before aborting them.
     request_drain_seconds: float = DEFAULT_REQUEST_DRAIN_SECONDS
+    # Chiron's local autoscaler moves the engine's batch cap within [1, max batch]
+    # ($CASCADE_ADAPTIVE_BATCH, from the ModelDeployment's engine.adaptiveBatch).
+    adaptive_batch: bool = False
+    adaptive_batch_tick_seconds: float = DEFAULT_ADAPTIVE_BATCH_TICK_SECONDS
+    # ITL SLOs per request class, ms: the autoscaler's latency bound (the tightest of
+    # the classes running). From the ModelDeployment's spec.slo.
+    interactive_itl_slo_ms: int = DEFAULT_INTERACTIVE_ITL_SLO_MS
+    batch_itl_slo_ms: int = DEFAULT_BATCH_ITL_SLO_MS
 
 
 parse_blocks = int_at_least(1, "block count")
 parse_count = int_at_least(1, "count")  # batch size, context length
 parse_limit = int_at_least(0, "limit")  # 0 = no limit
+parse_ms = int_at_least(1, "number of milliseconds")
+
+
+def parse_tick(value: str) -> float:
+    """argparse type for a tick period: seconds, more than zero."""
+    seconds = parse_seconds(value)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {seconds}")
+    return seconds
 
 
 def parse_dtype(value: str) -> str:
@@ -159,6 +181,7 @@ def add_engine_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> 
         help=f"weight dtype, one of {', '.join(Dtype)} (env CASCADE_DTYPE; "
         "default auto: the checkpoint's)",
     )
+    add_batch_control_args(parser, env)
     parser.add_argument(
         "--request-drain-seconds",
         type=parse_seconds,
@@ -166,6 +189,37 @@ def add_engine_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> 
         help="wait for in-flight generations at shutdown before aborting them "
         f"(env CASCADE_REQUEST_DRAIN_SECONDS, default {DEFAULT_REQUEST_DRAIN_SECONDS})",
     )
+
+
+def add_batch_control_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    """The local autoscaler's flags (Chiron Algorithm 1: the batch cap follows the SLOs)."""
+    parser.add_argument(
+        "--adaptive-batch",
+        type=parse_flag,
+        default=env.get("CASCADE_ADAPTIVE_BATCH") or "off",
+        metavar="on|off",
+        help="move the batch cap within [1, --max-batch] by ITL and throughput "
+        "backpressure (env CASCADE_ADAPTIVE_BATCH, default off)",
+    )
+    tick = DEFAULT_ADAPTIVE_BATCH_TICK_SECONDS
+    parser.add_argument(
+        "--adaptive-batch-tick-seconds",
+        type=parse_tick,
+        default=env.get("CASCADE_ADAPTIVE_BATCH_TICK_SECONDS") or str(tick),
+        help=f"the local autoscaler's window (env CASCADE_ADAPTIVE_BATCH_TICK_SECONDS, "
+        f"default {tick})",
+    )
+    for name, default in (
+        ("interactive", DEFAULT_INTERACTIVE_ITL_SLO_MS),
+        ("batch", DEFAULT_BATCH_ITL_SLO_MS),
+    ):
+        var = f"CASCADE_{name.upper()}_ITL_SLO_MS"
+        parser.add_argument(
+            f"--{name}-itl-slo-ms",
+            type=parse_ms,
+            default=env.get(var) or str(default),
+            help=f"inter-token latency SLO of {name} requests, ms (env {var}, default {default})",
+        )
 
 
 def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
@@ -200,4 +254,8 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         dtype=args.dtype,
         served_name=env.get("CASCADE_SERVED_NAME", ""),
         request_drain_seconds=args.request_drain_seconds,
+        adaptive_batch=args.adaptive_batch,
+        adaptive_batch_tick_seconds=args.adaptive_batch_tick_seconds,
+        interactive_itl_slo_ms=args.interactive_itl_slo_ms,
+        batch_itl_slo_ms=args.batch_itl_slo_ms,
     )

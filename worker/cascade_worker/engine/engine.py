@@ -124,6 +124,12 @@ class LLMEngine:
     def max_batch(self, value: int) -> None:
         self.scheduler.max_batch = value
 
+    def set_max_batch(self, value: int) -> None:
+        """The running batch's bound from the next step (the local autoscaler turns it;
+        the serving layer calls it on the engine thread). Lowering it stops admissions
+        until the running set falls under it; it never cuts running sequences."""
+        self.scheduler.max_batch = value
+
     def stats(self) -> EngineStats:
         return EngineStats(
             waiting=self.scheduler.num_waiting,

@@ -52,4 +52,9 @@ class EngineCore(Protocol):
 
     def has_work(self) -> bool: ...
 
+    def set_max_batch(self, value: int) -> None:
+        """Bound the running batch from the next step; lowering it admits nothing until
+        the running set falls under it, and never cuts a running request."""
+        ...
+
     def stats(self) -> EngineStats: ...

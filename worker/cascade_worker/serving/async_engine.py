@@ -11,7 +11,9 @@ deadline, stop), or ERROR when the engine failed; a caller never waits forever.
 
 All state here is touched on the event loop only; the thread reports through callbacks
 scheduled on the loop. TTFT/ITL use the time a step ended on the engine thread, so a
-busy loop does not inflate them.
+busy loop does not inflate them. With a local autoscaler attached (batch_control.py)
+every step and token also goes into its window, and `set_max_batch` changes the
+engine's cap between two steps.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from cascade_protocol.load import LoadReport
 from cascade_worker.engine.protocol import EngineCore, EngineStats, RequestRejected
 from cascade_worker.serving.engine_thread import EngineThread, settle
 from cascade_worker.serving.errors import NotServing, QueueFull
+from cascade_worker.serving.local_autoscaler import LocalAutoscaler
 from cascade_worker.serving.metrics import LoadNow, ServingMetrics, TokenRate
 from cascade_worker.serving.stream import InFlight, RequestStream
 
@@ -53,6 +56,8 @@ class AsyncEngine:
         self._stats = EngineStats(
             waiting=0, running=0, max_batch=1, kv_cache_usage=0.0, max_model_len=0
         )
+        self.engine_max_batch = 0  # the core's own max batch, read at start
+        self.autoscaler: LocalAutoscaler | None = None  # fed by every step when attached
         self._requests = InFlight(metrics, self._tell_core)
         self._admitting: dict[str, asyncio.Future[None]] = {}
 
@@ -69,6 +74,7 @@ class AsyncEngine:
             thread.stop()
             raise
         self._thread = thread
+        self.engine_max_batch = self._stats.max_batch
         self._requests.rate = TokenRate(since=time.monotonic())
 
     # -- load ---------------------------------------------------------------------
@@ -108,10 +114,15 @@ class AsyncEngine:
         return self._stats.max_model_len
 
     def load_now(self) -> LoadNow:
+        judged = self.autoscaler.last if self.autoscaler is not None else None
         return LoadNow(
             serving=self.accepting, waiting=self.waiting, running=self.running,
             max_batch=self._stats.max_batch, kv_cache_usage=self._stats.kv_cache_usage,
             tokens_per_s=self._requests.rate.rate(time.monotonic()),
+            engine_max_batch=self.engine_max_batch,
+            latency_backpressure=judged.lbp if judged else None,
+            throughput_backpressure=judged.tbp if judged else None,
+            backpressure=judged.backpressure if judged else None,
         )  # fmt: skip
 
     def load_report(self, *, instance: str, model: str, ready: bool) -> LoadReport:
@@ -119,8 +130,12 @@ class AsyncEngine:
         return LoadReport(
             instance=instance, model=model, ready=ready and self.accepting,
             draining=self.draining, waiting=now.waiting, running=now.running,
-            max_batch=now.max_batch, kv_cache_usage=now.kv_cache_usage,
-            tokens_per_s=now.tokens_per_s, max_model_len=self._stats.max_model_len,
+            max_batch=now.max_batch, engine_max_batch=now.engine_max_batch,
+            kv_cache_usage=now.kv_cache_usage, tokens_per_s=now.tokens_per_s,
+            max_model_len=self._stats.max_model_len,
+            latency_backpressure=now.latency_backpressure,
+            throughput_backpressure=now.throughput_backpressure,
+            backpressure=now.backpressure,
         )  # fmt: skip
 
     async def call(self, fn: Callable[[EngineCore], T]) -> T:
@@ -130,12 +145,22 @@ class AsyncEngine:
         return await self._thread.call(fn)
 
     def set_max_batch(self, n: int) -> bool:
-        """Pass a new batch bound to the core if it supports one (local batch control)."""
-        setter = getattr(self.core, "set_max_batch", None)
-        if setter is None or self._thread is None:
+        """Bound the core's running batch to `n` from its next step (local batch control);
+        False when no engine thread runs. Load reports show it once the thread applied it."""
+        if self._thread is None or self.stopped:
             return False
-        self._thread.send(lambda: setter(n))
+
+        def apply(core: EngineCore) -> int:
+            core.set_max_batch(n)
+            return core.stats().max_batch
+
+        self._thread.call(apply).add_done_callback(self._applied)
         return True
+
+    def attach(self, autoscaler: LocalAutoscaler | None) -> None:
+        """Feed every step and decode token into `autoscaler`'s window (None: stop)."""
+        self.autoscaler = autoscaler
+        self._requests.window = autoscaler.window if autoscaler is not None else None
 
     # -- requests -------------------------------------------------------------------
 
@@ -153,7 +178,7 @@ class AsyncEngine:
             raise RequestRejected(f"request_id {rid!r} is already in flight", "request_id")
         if self.queue_limit and self.waiting >= self.queue_limit:
             raise QueueFull(f"{self.waiting} requests waiting (limit {self.queue_limit})")
-        stream = self._requests.open(rid)
+        stream = self._requests.open(rid, request.request_class)
         added = self._admitting[rid] = self._thread.add(request)
         try:
             await added
@@ -205,7 +230,18 @@ class AsyncEngine:
 
     def _on_step(self, chunks: list[GenerateChunk], stats: EngineStats, at: float) -> None:
         self._stats = stats
+        if self.autoscaler is not None:  # those that finished in the step ran in it too
+            ran = max(stats.running, sum(1 for c in chunks if c.token_ids))
+            self.autoscaler.window.step(ran, stats.waiting, stats.max_batch)
         self._requests.deliver(chunks, at)
+
+    def _applied(self, done: asyncio.Future[int]) -> None:
+        if done.cancelled():
+            return
+        if (exc := done.exception()) is not None:
+            log.warning("setting the max batch failed: %s", exc)
+        else:
+            self._stats = self._stats.model_copy(update={"max_batch": done.result()})
 
     def _on_failure(self, request_ids: list[str], why: str) -> None:
         self.last_failure = why

@@ -2,14 +2,17 @@
 
 Latency (TTFT, ITL) is what users feel and what Chiron-style local batch control steers
 by; queue depth, running batch, KV-cache use and recent tokens/s say how loaded the
-instance is. Histograms and counters are fed by the async engine as chunks arrive;
-gauges are read at scrape time from whatever engine currently serves (zeros when none),
-so the series survive an engine being drained and a new one started. Block and byte
-counters of weight transfers live in control.py.
+instance is; the batch cap in force and the local autoscaler's backpressure (its last
+judged window, NaN before one) say why the batch is what it is. Histograms and counters
+are fed by the async engine as chunks arrive; gauges are read at scrape time from
+whatever engine currently serves (zeros when none), so the series survive an engine
+being drained and a new one started. Block and byte counters of weight transfers live
+in control.py.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,9 +35,18 @@ class LoadNow:
     serving: bool = False
     waiting: int = 0
     running: int = 0
-    max_batch: int = 0
+    max_batch: int = 0  # the cap in force (the local autoscaler moves it)
     kv_cache_usage: float = 0.0
     tokens_per_s: float = 0.0
+    engine_max_batch: int = 0  # the engine's own limit
+    # The local autoscaler's last judged window; None before one (or when it is off).
+    latency_backpressure: float | None = None
+    throughput_backpressure: float | None = None
+    backpressure: float | None = None
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 class TokenRate:
@@ -96,7 +108,26 @@ class ServingMetrics:
             "serving": ("1 while an engine takes requests.", lambda x: float(x.serving)),
             "requests_waiting": ("Requests queued, not yet running.", lambda x: x.waiting),
             "requests_running": ("Requests in the running batch.", lambda x: x.running),
-            "max_batch": ("Upper bound on the running batch.", lambda x: x.max_batch),
+            "max_batch": ("Upper bound on the running batch, in force now.", lambda x: x.max_batch),
+            "engine_max_batch": (
+                "The engine's own batch limit: the local autoscaler's cap stays under it.",
+                lambda x: x.engine_max_batch,
+            ),
+            "latency_backpressure": (
+                "Local autoscaler: ITL / tightest ITL SLO of the running requests "
+                "(last judged window; NaN before one).",
+                lambda x: _or_nan(x.latency_backpressure),
+            ),
+            "throughput_backpressure": (
+                "Local autoscaler: throughput under the previous cap / under this one "
+                "(last judged window; NaN when not comparable).",
+                lambda x: _or_nan(x.throughput_backpressure),
+            ),
+            "backpressure": (
+                "Local autoscaler: max of latency and throughput backpressure; >= 1 halves "
+                "the cap (last judged window; NaN before one).",
+                lambda x: _or_nan(x.backpressure),
+            ),
             "kv_cache_usage_ratio": ("Fraction of KV cache in use.", lambda x: x.kv_cache_usage),
             "tokens_per_second": (
                 f"Generated tokens per second over the last {RATE_WINDOW_S:g}s.",

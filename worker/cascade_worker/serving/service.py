@@ -35,6 +35,7 @@ from cascade_worker.control_errors import RequestError
 from cascade_worker.control_state import WorkerState
 from cascade_worker.engine.protocol import EngineCore
 from cascade_worker.serving.async_engine import AsyncEngine
+from cascade_worker.serving.batch_control import BatchControl
 from cascade_worker.serving.factory import EngineFactory, EngineOptions, default_engine_factory
 from cascade_worker.serving.metrics import LoadNow, ServingMetrics
 from cascade_worker.serving.pipeline import (
@@ -73,6 +74,7 @@ class Serving:
         self.error: str | None = None  # why the last start failed
         self.head: HeadRole | None = None  # the engine's pipeline, when it heads one
         self.stage: StageRole | None = None  # serving as a pipeline stage instead
+        self.batch: BatchControl | None = None  # the local autoscaler (--adaptive-batch)
         metrics.read_load_from(self.load_now)
 
     def options(
@@ -146,6 +148,9 @@ class Serving:
             self.starting = False
         self.engine, self.head = engine, head
         self.layers = (0, store.manifest.num_layers)  # a head serves all through its stages
+        if self.config.adaptive_batch:
+            self.batch = BatchControl.for_engine(engine, self.config)
+            self.batch.start()
         log.info("serving: max_batch=%d max_model_len=%d", engine.max_batch, engine.max_model_len)
         return True
 
@@ -210,6 +215,9 @@ class Serving:
         timeout = self.config.request_drain_seconds if timeout_s is None else timeout_s
         log.info("draining: %d request(s) in flight, deadline %.1fs", engine.in_flight, timeout)
         clean = await engine.drain(timeout)
+        if self.batch is not None and self.batch.engine is engine:
+            await self.batch.stop()
+            self.batch = None
         await engine.stop()
         head = self.head
         if self.engine is engine:

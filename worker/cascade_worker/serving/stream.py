@@ -12,13 +12,21 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable
 
-from cascade_protocol.generate import FinishReason, GenerateChunk
+from cascade_protocol.generate import FinishReason, GenerateChunk, RequestClass
+from cascade_worker.serving.local_autoscaler import BatchWindow
 from cascade_worker.serving.metrics import ServingMetrics, TokenRate
 
 
 class RequestStream:
-    def __init__(self, request_id: str, submitted: float, abort: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        request_id: str,
+        submitted: float,
+        abort: Callable[[str], None],
+        request_class: RequestClass = RequestClass.INTERACTIVE,
+    ) -> None:
         self.request_id = request_id
+        self.request_class = request_class  # whose ITL SLO its tokens answer to
         self.submitted = submitted  # monotonic admission time: TTFT counts from here
         self.last_token_at: float | None = None  # for ITL; None until the first token
         self.prompt_tokens = 0
@@ -78,6 +86,7 @@ class InFlight:
     def __init__(self, metrics: ServingMetrics | None, tell_core: Callable[[str], None]) -> None:
         self.metrics = metrics
         self.rate = TokenRate()
+        self.window: BatchWindow | None = None  # the local autoscaler's, when it runs
         self.idle = asyncio.Event()  # set while nothing is in flight (drain waits on it)
         self.idle.set()
         self._tell_core = tell_core
@@ -89,8 +98,10 @@ class InFlight:
     def __contains__(self, request_id: str) -> bool:
         return request_id in self._streams
 
-    def open(self, request_id: str) -> RequestStream:
-        stream = RequestStream(request_id, time.monotonic(), self.abort)
+    def open(
+        self, request_id: str, request_class: RequestClass = RequestClass.INTERACTIVE
+    ) -> RequestStream:
+        stream = RequestStream(request_id, time.monotonic(), self.abort, request_class)
         self._streams[request_id] = stream
         self.idle.clear()
         return stream
@@ -142,6 +153,9 @@ class InFlight:
 
     def _observe_tokens(self, stream: RequestStream, n: int, at: float) -> None:
         self.rate.add(at, n)
+        if self.window is not None:
+            last = stream.last_token_at
+            self.window.token(n, None if last is None else at - last, stream.request_class)
         if self.metrics is not None:
             self.metrics.generated.inc(n)
             if stream.last_token_at is None:

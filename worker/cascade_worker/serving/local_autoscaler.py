@@ -1,0 +1,150 @@
+"""Chiron's local autoscaler in the worker: engine steps in, a batch cap out.
+
+The policy is `cascade_autoscaler.batch_size` (Algorithm 1, pure). This module is the
+glue that feeds it, with no clock and no I/O of its own, so it is tested tick by tick:
+
+- `BatchWindow` accumulates what the event loop sees between two ticks: every engine
+  step (running and waiting counts after it, and the cap the engine ran under) and
+  every decode token (its gap since the request's previous token, and the request's
+  class). The first token of a request comes from its prefill, not a decode step: it
+  counts in neither the ITL nor the throughput.
+- `LocalAutoscaler.tick(now)` turns the window into a `BatchObservation` and calls
+  `batch_size.step`: peak running, decode tokens, mean ITL (the sum of the gaps over
+  the tokens), decode throughput over the window's span, the ITL SLOs of the classes
+  that decoded in it (--interactive-itl-slo-ms, --batch-itl-slo-ms) and peak waiting.
+
+Where the worker adds to the policy:
+
+- **Start at the engine's own max batch**, not at 1 as `initial_state` defaults: no
+  SLO violation has been seen yet, so nothing argues for serving below the limit the
+  deployment configured (slow start would hold the first burst of requests to one at
+  a time), and a violation halves the cap on every judged window, so an SLO that the
+  full batch breaks brings the cap down within a few ticks (log2 of the limit).
+- **A window measures one cap.** Steps run under another cap (the change has not
+  reached the engine thread yet) or with more requests running than the cap (a lowered
+  cap waits for the running set to drain; it never cuts sequences) measure the old
+  batch, not this one: the window is dropped, not judged, and the next one starts. Else
+  a violation seen at 16 running would halve 8 to 4 to 2 while the 16 still drain.
+- **Idle is not a window.** A window in which nothing ran is dropped too, so the first
+  window of the next burst does not divide its tokens by the idle time before it.
+- A window too thin to judge (`measured=False`: fewer than `min_tokens` decode tokens)
+  keeps accumulating, as the policy asks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cascade_autoscaler.batch_size import (
+    BatchDecision,
+    BatchLimits,
+    BatchObservation,
+    BatchState,
+    initial_state,
+    step,
+)
+from cascade_protocol.generate import RequestClass
+
+
+@dataclass(frozen=True)
+class ItlSlos:
+    """The ITL SLO of each request class, in seconds (the worker's flags)."""
+
+    interactive_s: float
+    batch_s: float
+
+    def of(self, request_class: RequestClass) -> float:
+        return self.batch_s if request_class is RequestClass.BATCH else self.interactive_s
+
+
+@dataclass
+class BatchWindow:
+    """Engine steps and decode tokens since `start`, all under cap `cap` (or not)."""
+
+    start: float  # monotonic time the window began
+    cap: int  # the cap this window measures
+    steps: int = 0
+    peak_running: int = 0
+    peak_waiting: int = 0
+    tokens: int = 0  # decode tokens (a request's second token onwards)
+    gap_s: float = 0.0  # the time those tokens took, summed per request
+    classes: set[RequestClass] = field(default_factory=set)  # of the requests that decoded
+    off_cap: bool = False  # a step ran under another cap, or above this one
+
+    def restart(self, now: float, cap: int) -> None:
+        """A fresh window from `now` measuring `cap` (the same object: feeders keep it)."""
+        self.start, self.cap = now, cap
+        self.steps = self.peak_running = self.peak_waiting = self.tokens = 0
+        self.gap_s = 0.0
+        self.classes = set()
+        self.off_cap = False
+
+    def step(self, running: int, waiting: int, max_batch: int) -> None:
+        """One engine step: its counts after it and the cap it ran under."""
+        self.steps += 1
+        self.peak_running = max(self.peak_running, running)
+        self.peak_waiting = max(self.peak_waiting, waiting)
+        if max_batch != self.cap or running > self.cap:
+            self.off_cap = True
+
+    def token(self, n: int, gap_s: float | None, request_class: RequestClass) -> None:
+        """`n` tokens of one request, `gap_s` after its previous one (None: its first)."""
+        if gap_s is None:
+            return
+        self.tokens += n
+        self.gap_s += gap_s
+        self.classes.add(request_class)
+
+    def observation(self, now: float, slos: ItlSlos) -> BatchObservation:
+        span = now - self.start
+        return BatchObservation(
+            running=self.peak_running,
+            tokens=self.tokens,
+            itl_s=self.gap_s / self.tokens if self.tokens else None,
+            throughput=self.tokens / span if span > 0 else 0.0,
+            itl_slos_s=tuple(sorted(slos.of(c) for c in self.classes)),
+            waiting=self.peak_waiting,
+        )
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What one tick did: the policy's decision, or why the window was not judged."""
+
+    decision: BatchDecision | None  # None: the window was dropped (`skipped` says why)
+    skipped: str | None = None
+
+    @property
+    def max_batch(self) -> int | None:
+        return self.decision.max_batch if self.decision is not None else None
+
+
+class LocalAutoscaler:
+    """Algorithm 1's state between ticks, and the window being measured."""
+
+    def __init__(self, limits: BatchLimits, slos: ItlSlos, now: float) -> None:
+        self.limits = limits
+        self.slos = slos
+        self.state: BatchState = initial_state(limits, start=limits.engine_max)
+        self.window = BatchWindow(now, self.state.max_batch)
+        self.last: BatchDecision | None = None  # the last judged window's decision
+
+    @property
+    def max_batch(self) -> int:
+        """The cap the engine should run under now."""
+        return self.state.max_batch
+
+    def tick(self, now: float) -> Tick:
+        """Judge the window up to `now`; the caller applies `max_batch` when it changed."""
+        window = self.window
+        if window.off_cap:
+            window.restart(now, self.max_batch)
+            return Tick(None, f"cap {window.cap} not in force yet: window dropped")
+        if window.peak_running == 0:
+            window.restart(now, self.max_batch)
+            return Tick(None, "idle")
+        self.state, decision = step(self.state, window.observation(now, self.slos), self.limits)
+        if decision.measured:
+            self.last = decision
+            window.restart(now, decision.max_batch)
+        return Tick(decision)
