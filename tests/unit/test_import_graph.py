@@ -30,6 +30,7 @@ ROOTS = (
     "cascade_api",
     "cascade_protocol",
     "cascade_autoscaler",
+    "cascade_sim",
     "cascade_operator",
     "cascade_worker",
     "cascade_gateway",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDERS = ("operator", "worker", "gateway", "protocol", "autoscaler")
+FOLDERS = ("operator", "worker", "gateway", "protocol", "autoscaler", "simulator")
 MAX_LINES = 300
 
 

@@ -1,0 +1,67 @@
+"""The local autoscaler on one simulated instance: its window in, a batch cap out.
+
+The policy is `cascade_autoscaler.batch_size.step` (Chiron Algorithm 1), unchanged. This
+is the worker's glue (cascade_worker.serving.local_autoscaler) restated for the fluid
+instance, with the same rules so a simulated cap moves as a real one would:
+
+- start at the engine's max batch (no violation seen yet);
+- a window in which more requests ran than its cap (a lowered cap still draining)
+  measures the old batch: dropped, a fresh one starts;
+- an idle window is dropped (the next burst must not divide by idle time);
+- a window the policy cannot judge (too few tokens) keeps accumulating;
+- the observation: peak running and waiting, decode tokens, mean ITL (summed gaps over
+  tokens), tokens over the window's span, and the ITL SLOs of the classes that decoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cascade_autoscaler.batch_size import BatchLimits, BatchObservation, initial_state, step
+from cascade_sim.config import BATCH, INTERACTIVE, Slo
+from cascade_sim.instance import Instance
+
+
+def start(inst: Instance, limits: BatchLimits) -> None:
+    """Turn the local autoscaler on for `inst`, at the engine's limit."""
+    inst.bstate = initial_state(limits, start=limits.engine_max)
+    inst.cap = inst.bstate.max_batch
+    inst.restart_window(inst.last, inst.cap)
+
+
+def observation(inst: Instance, now: float, slos: Mapping[str, Slo]) -> BatchObservation:
+    span = now - inst.w_start
+    bounds = []
+    if inst.w_int and slos[INTERACTIVE].itl_s is not None:
+        bounds.append(slos[INTERACTIVE].itl_s)
+    if inst.w_bat and slos[BATCH].itl_s is not None:
+        bounds.append(slos[BATCH].itl_s)
+    tokens = inst.w_tokens
+    return BatchObservation(
+        running=inst.w_run,
+        tokens=int(tokens),
+        itl_s=inst.w_gap / tokens if tokens > 0 else None,
+        throughput=tokens / span if span > 0 else 0.0,
+        itl_slos_s=tuple(sorted(b for b in bounds if b is not None)),
+        waiting=inst.w_wait,
+    )
+
+
+def tick(inst: Instance, now: float, limits: BatchLimits, slos: Mapping[str, Slo]) -> float | None:
+    """Judge the window up to `now` (the instance advanced to it) and set the new cap.
+
+    Returns the window's decode throughput when it was judged (what the instance would
+    report as tokens/s), None otherwise.
+    """
+    assert inst.bstate is not None
+    inst.touch()
+    if inst.w_off or inst.w_run == 0:
+        inst.restart_window(now, inst.cap)
+        return None
+    obs = observation(inst, now, slos)
+    inst.bstate, decision = step(inst.bstate, obs, limits)
+    if not decision.measured:
+        return None
+    inst.cap = decision.max_batch
+    inst.restart_window(now, inst.cap)
+    return obs.throughput
