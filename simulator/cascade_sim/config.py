@@ -21,7 +21,7 @@ INTERACTIVE = "interactive"
 BATCH = "batch"
 CLASSES = (INTERACTIVE, BATCH)
 
-Routing = Literal["pack", "spread"]
+Routing = Literal["gateway", "pack"]
 LocalMode = Literal["auto", "adaptive", "fixed"]
 
 
@@ -86,9 +86,8 @@ class SimConfig:
     tick_s: float = 2.0  # global policy period (the operator's autoscaler tick)
     local_tick_s: float = 0.5  # local autoscaler period (worker --adaptive-batch-tick-seconds)
     local: LocalMode = "auto"  # auto: adaptive for cascade if engine.adaptiveBatch, else fixed
-    routing: Routing = "pack"  # pack: own role first, fill in age order; spread: least loaded
+    routing: Routing = "gateway"  # gateway: as cascade_gateway.router; pack: oldest first
     slack: int = 2  # gateway --backend-slack: in flight up to cap + slack per instance
-    mixed_reserve: int = 1  # batch on a mixed instance leaves this many slots free
     prefill_tokens_per_s: float | None = None  # None: the profile's peak tokens/s
     prefill_budget: int = 512  # engine prefill tokens per step (chunked prefill)
     interactive_queue: int = 256  # gateway --interactive-queue: more waiting -> 429
@@ -103,7 +102,7 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.time_to_ready_s < 0 or self.tick_s <= 0 or self.local_tick_s <= 0:
             raise ValueError("time-to-ready must be >= 0 and ticks > 0")
-        if self.slack < 0 or self.mixed_reserve < 0 or self.prefill_budget < 1:
-            raise ValueError("slack and reserve must be >= 0, prefill budget >= 1")
+        if self.slack < 0 or self.prefill_budget < 1:
+            raise ValueError("slack must be >= 0 and the prefill budget >= 1")
         if self.prefill_tokens_per_s is not None and self.prefill_tokens_per_s <= 0:
             raise ValueError("prefill tokens/s must be > 0")

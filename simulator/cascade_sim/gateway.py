@@ -1,30 +1,24 @@
 """The gateway: per-class queues with strict priority, role routing, 429 when full.
 
-As the real gateway (cascade_gateway.policy): one FIFO per class, interactive served
-before batch, a class queue holding at most its limit (one more is refused), each
-instance taking up to `cap + slack` requests in flight so its batch stays full while the
-queue (where priority acts) stays here. Roles (cascade_protocol.roles): interactive
-requests go to interactive and mixed instances, batch requests to batch instances and
-to mixed instances' spare room, which the simulator defines as keeping `mixed_reserve`
-slots under the cap free for interactive bursts (the engine's preemption of batch work
-is not modelled; the free slot stands in for it).
+As the real gateway (cascade_gateway.policy and .router): one FIFO per class,
+interactive served before batch, a class queue holding at most its limit (one more is
+refused), and for the head of a queue the backend chosen by
 
-Which instance, among those allowed:
+1. a free slot in its batch (in flight < cap) before a `slack` slot (in flight < cap +
+   slack, queued at the worker);
+2. role tier: the request's own role, then mixed (cascade_protocol.roles); the other role
+   only when no instance of the class's roles is ready at all (the router's fallback);
+3. least loaded: in flight / cap, then age (the router breaks ties by KV use and URL).
 
-- `pack` (Chiron §3, and the default): the request's own role first, then mixed; within
-  a role the oldest instance with a free slot under its cap. Interactive backpressure
-  (IBP = instances with interactive work / interactive+mixed instances) measures how
-  many instances the load needs only if requests fill instances before spilling onto
-  others: mixed instances then see interactive work only in a burst.
-- `spread`: the least loaded (in flight / cap) of all allowed instances, as
-  cascade_gateway.router.pick_backend does today. Every instance then runs a little
-  interactive work, IBP stays near 1 under any load, and the IBP policy scales towards
-  one request per instance (see docs/simulate.md).
+Batch requests on a non-batch instance get only its spare room under the cap, never
+the slack slots: those stay for interactive arrivals, which the engine then runs by
+preempting a batch sequence (`Instance.admit`).
 
-Only when no allowed instance has a slot under its cap does `slack` apply (least loaded
-first), in both modes. The invariant the simulator keeps: after each dispatch, no
-instance can take the head of a non-empty queue, so when one instance gains room only
-that instance needs to be offered work (`offer`).
+`routing="pack"` replaces (3) by age, oldest first: instances fill one after another, as
+Chiron routes, so interactive backpressure counts only the instances the load needs
+(docs/simulate.md compares the two). The invariant the simulator keeps: after each
+dispatch no instance can take the head of a non-empty queue, so when one instance gains
+room only that instance needs to be offered work (`room`).
 """
 
 from __future__ import annotations
@@ -43,12 +37,9 @@ BATCH_ROLE = "batch"
 
 
 class Gateway:
-    def __init__(
-        self, routing: Routing, slack: int, reserve: int, limits: tuple[int, int], timeout_s: float
-    ) -> None:
+    def __init__(self, routing: Routing, slack: int, limits: tuple[int, int], timeout_s: float):
         self.routing = routing
         self.slack = slack
-        self.reserve = reserve
         self.limit_i, self.limit_b = limits
         self.timeout_s = timeout_s
         self.q_i: deque[Req] = deque()
@@ -68,54 +59,55 @@ class Gateway:
         q.append(r)
         return True
 
-    def allowed(self, inst: Instance, batch: bool) -> bool:
-        """May `inst` take one more request of this class (slots under the cap)?"""
-        if batch and inst.role == MIXED_ROLE:
-            return inst.inflight + 1 + self.reserve <= inst.cap
-        if inst.role == (BATCH_ROLE if batch else INTERACTIVE_ROLE) or inst.role == MIXED_ROLE:
+    def room(self, inst: Instance, batch: bool) -> bool:
+        """May `inst` take one more of this class (its role allowing it)?"""
+        if batch and inst.role != BATCH_ROLE:
             return inst.inflight < inst.cap
-        return False
+        return inst.inflight < inst.cap + self.slack
 
-    def slack_ok(self, inst: Instance, batch: bool) -> bool:
-        """May `inst` take one more over its cap (into the engine's waiting list)?"""
-        if inst.role == MIXED_ROLE:
-            return not batch and inst.inflight < inst.cap + self.slack
-        return inst.role == (BATCH_ROLE if batch else INTERACTIVE_ROLE) and (
-            inst.inflight < inst.cap + self.slack
-        )
+    def accepts(self, inst: Instance, batch: bool, serving: Sequence[Instance]) -> bool:
+        """Would `inst` take the head of this class, were it the only one with room?"""
+        if not self.room(inst, batch):
+            return False
+        other = INTERACTIVE_ROLE if batch else BATCH_ROLE
+        return inst.role != other or all(i.role == other for i in serving)
 
     def pick(self, serving: Sequence[Instance], batch: bool) -> Instance | None:
         """Where the head of the class queue goes now, or None (it waits).
 
-        The hot path of a run (once per dispatched request), hence plain loops.
+        The hot path of a run (once per dispatched request): one plain loop with the
+        preference folded into a number, (slot tier x 2 + role tier) x 1e6 + load.
         """
+        own = BATCH_ROLE if batch else INTERACTIVE_ROLE
+        other = INTERACTIVE_ROLE if batch else BATCH_ROLE
+        pack, slack = self.routing == "pack", self.slack
         best: Instance | None = None
-        if self.routing == "pack":
-            own = BATCH_ROLE if batch else INTERACTIVE_ROLE
-            for role in (own, MIXED_ROLE):
-                for inst in serving:
-                    if inst.role == role and self.allowed(inst, batch):
-                        return inst
-        else:
-            low = math.inf
-            for inst in serving:
-                role, used, cap = inst.role, inst.inflight, inst.cap
-                if batch:
-                    ok = (
-                        used < cap
-                        if role == BATCH_ROLE
-                        else (role == MIXED_ROLE and used + 1 + self.reserve <= cap)
-                    )
-                else:
-                    ok = role != BATCH_ROLE and used < cap
-                if ok and used / cap < low:
-                    best, low = inst, used / cap
-            if best is not None:
-                return best
         low = math.inf
+        eligible = False
         for inst in serving:
-            if self.slack_ok(inst, batch) and inst.inflight / max(1, inst.cap) < low:
-                best, low = inst, inst.inflight / max(1, inst.cap)
+            role = inst.role
+            if role == other:
+                continue
+            eligible = True
+            used, cap = inst.inflight, inst.cap
+            if used < cap:
+                key = 0.0
+            elif used < cap + slack and (role == own or not batch):
+                key = 2e6
+            else:
+                continue
+            if role != own:
+                key += 1e6
+            key += inst.iid if pack else used / cap
+            if key < low:
+                best, low = inst, key
+        if eligible:
+            return best
+        for inst in serving:  # no instance of the class's roles: any, as if mixed
+            if self.room(inst, batch):
+                key = (0.0 if inst.inflight < inst.cap else 2e6) + inst.inflight / inst.cap
+                if key < low:
+                    best, low = inst, key
         return best
 
     def pop_live(self, batch: bool, now: float) -> Req | None:

@@ -19,9 +19,10 @@ known in closed form. The engine's iteration-level batching becomes:
   spreads a step's budget over them; the total rate is the same). A request's first
   token comes with the step that ends its prefill: TTFT = queue wait + this.
 - **Admission.** Up to `cap` requests run (prefilling or decoding); the gateway may send
-  `slack` more, which wait here, interactive first (the engine's class priority). The
-  engine's preemption of batch work for interactive is not modelled (the gateway keeps
-  a slot free on mixed instances instead).
+  `slack` more, which wait here, interactive first (the engine's class priority). When
+  exactly `cap` run and an interactive request waits, the latest batch request is
+  preempted as the engine's scheduler does (by recompute): it waits again, and when
+  readmitted prefills its prompt and the tokens it had generated before it resumes.
 
 The local autoscaler's window (tokens, summed gaps, peaks) accumulates here too, since
 only `advance` knows the step time of each stretch.
@@ -188,12 +189,38 @@ class Instance:
 
     def admit(self) -> None:
         """Start waiting requests while fewer than `cap` run (interactive first)."""
+        while self.wait_i and len(self.dec) + len(self.pre) == self.cap and self._preempt():
+            pass
         while (self.wait_i or self.wait_b) and len(self.dec) + len(self.pre) < self.cap:
             r = self.wait_i.popleft() if self.wait_i else self.wait_b.popleft()
-            r.remaining = float(r.prompt)
+            r.remaining = float(r.prompt + (r.output - r.left if r.left >= 0 else 0))
             self.pre.append(r)
-            self.pre_sum += r.prompt
+            self.pre_sum += r.remaining
         self.touch()
+
+    def _preempt(self) -> bool:
+        """Send the latest-admitted running batch request back to waiting (if any)."""
+        victim: Req | None = None
+        for r in self.pre:
+            if r.batch and (victim is None or r.dispatched > victim.dispatched):
+                victim = r
+        for _, _, r in self.dec:
+            if r.batch and (victim is None or r.dispatched > victim.dispatched):
+                victim = r
+        if victim is None:
+            return False
+        if victim in self.pre:
+            self.pre.remove(victim)
+            self.pre_sum = max(0.0, self.pre_sum - victim.remaining)
+        else:
+            i = next(k for k, e in enumerate(self.dec) if e[2] is victim)
+            victim.left = max(0.0, self.dec[i][0] - self.V)
+            self.dec[i] = self.dec[-1]
+            self.dec.pop()
+            heapq.heapify(self.dec)
+        victim.preempted += 1
+        self.wait_b.appendleft(victim)
+        return True
 
     def touch(self) -> None:
         """Window peaks after a change; running above the window's cap spoils it."""
@@ -209,13 +236,16 @@ class Instance:
         done: list[Req] = []
         while self.pre and self.pre[0].remaining <= EPS:
             r = self.pre.popleft()
-            r.first = now
-            if r.output <= 1:
+            left = r.left if r.left >= 0 else r.output - 1  # resumed, or a first token
+            if r.left < 0:
+                r.first = now
+            r.left = -1.0
+            if left <= EPS:
                 r.finished = now
                 done.append(r)
             else:
                 self.seq += 1
-                heapq.heappush(self.dec, (self.V + r.output - 1, self.seq, r))
+                heapq.heappush(self.dec, (self.V + left, self.seq, r))
                 if not r.batch:
                     self.dec_inter += 1
         if not self.pre:

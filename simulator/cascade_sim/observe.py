@@ -19,14 +19,15 @@ import math
 from collections import Counter, deque
 from typing import Any
 
+from cascade_protocol.gateway_load import MAX_REPORTED_BATCH
 from cascade_sim.config import SimConfig
 from cascade_sim.gateway import Gateway
 from cascade_sim.instance import Phase
 from cascade_sim.pool import Pool
-from cascade_sim.view import MAX_REPORTED_BATCH, InstanceView, View
+from cascade_sim.view import InstanceView, View
 from cascade_sim.workload import Req
 
-OUTPUT_WINDOW = 1000  # finished requests behind the output-length mean and deviation
+OUTPUT_WINDOW = 512  # finished requests behind the output-length mean and deviation (gateway's)
 
 
 class Observer:

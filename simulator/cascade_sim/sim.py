@@ -84,11 +84,7 @@ class _Sim:
         steps = profile.step_table(dep.engine_max_batch)
         self.pool = Pool(steps, rate, cfg.prefill_budget, dep.engine_max_batch, limits)
         self.gw = Gateway(
-            cfg.routing,
-            cfg.slack,
-            cfg.mixed_reserve,
-            (cfg.interactive_queue, cfg.batch_queue),
-            cfg.client_timeout_s,
+            cfg.routing, cfg.slack, (cfg.interactive_queue, cfg.batch_queue), cfg.client_timeout_s
         )
         self.limits = limits
         self.heap: list[tuple[float, int, int, int]] = []
@@ -194,10 +190,12 @@ class _Sim:
         """`inst` gained room: by the gateway's invariant only it can take queued work."""
         gw = self.gw
         for batch in (False, True):
-            while (r := gw.pop_live(batch, self.now)) is not None and (
-                gw.allowed(inst, batch) or gw.slack_ok(inst, batch)
-            ):
+            while (r := gw.pop_live(batch, self.now)) is not None and self._takes(inst, batch):
                 self._send(r, inst)
+
+    def _takes(self, inst: Instance, batch: bool) -> bool:
+        """Would the gateway send the head of this class to `inst` now?"""
+        return self.gw.accepts(inst, batch, self.pool.serving)
 
     # Ticks.
 

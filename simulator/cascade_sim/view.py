@@ -22,7 +22,6 @@ from cascade_autoscaler.batch_queue import BatchQueueContext, QueuedBatchRequest
 from cascade_autoscaler.policy_types import Arrivals, AutoscaleContext, AutoscaleSpec, Fleet, Load
 
 DEFAULT_INSTANCE_TOKENS_PER_S = 100.0  # as the operator, before any instance reported
-MAX_REPORTED_BATCH = 2048  # cascade_protocol.gateway_load: queued batch requests listed
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,9 @@ class Req:
         "first",
         "index",
         "instance",
+        "left",
         "output",
+        "preempted",
         "prompt",
         "queued",
         "rejected",
@@ -78,6 +80,8 @@ class Req:
         self.rejected = False  # the gateway's class queue was full (429)
         self.timed_out = False  # still queued after the client's timeout
         self.remaining = 0.0  # prompt tokens left to prefill
+        self.left = -1.0  # decode tokens left when preempted (recomputed, then resumed)
+        self.preempted = 0  # times an interactive request took its place (batch only)
         # What Algorithm 2 sees of it while it waits (built once, not every tick).
         self.queued = (
             QueuedBatchRequest.with_slo(a.at_s, batch_ttft_s, a.prompt_tokens, a.output_tokens)
@@ -131,6 +135,36 @@ def rate_scale_for_peak(
     if peak <= 0:
         raise ValueError("the window has no requests to scale")
     return instances / peak
+
+
+def speedup_for_peak(
+    arrivals: Sequence[Arrival],
+    instances: float,
+    profile: CapacityProfile,
+    batch: int,
+    prefill_rate: float,
+    rounds: int = 8,
+) -> float:
+    """The `compress` factor s whose busiest minute needs about `instances`.
+
+    Compressing also moves requests between minute bins, so s is refined a few times;
+    when even the whole window in one minute cannot keep `instances` busy, it says so.
+    """
+    if instances <= 0:
+        raise ValueError("peak instances must be > 0")
+    s, peak = 1.0, 0.0
+    for _ in range(rounds):
+        peak = peak_demand([compress(a, s) for a in arrivals], profile, batch, prefill_rate)
+        if peak <= 0:
+            raise ValueError("the window has no requests to scale")
+        s *= instances / peak
+    total = sum(request_cost_s(a, profile, batch, prefill_rate) for a in arrivals) / 60.0
+    if abs(peak - instances) > 0.1 * instances:
+        raise ValueError(
+            f"compressing time cannot make the busiest minute need {instances:g} instances: "
+            f"the window holds {total:.1f} instance-minutes of work; use --rate-scale"
+        )
+    return s
 
 
 def compress(a: Arrival, speedup: float) -> Arrival:
