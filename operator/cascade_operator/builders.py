@@ -113,6 +113,10 @@ def worker_pod(
         {"name": "CASCADE_DTYPE", "value": str(spec.engine.dtype)},
         {"name": "CASCADE_MAX_MODEL_LEN", "value": str(spec.engine.max_model_len)},
         {"name": "CASCADE_MAX_BATCH_SIZE", "value": str(spec.engine.max_batch_size)},
+        # The local autoscaler (Chiron Algorithm 1) and the ITL SLOs it holds.
+        {"name": "CASCADE_ADAPTIVE_BATCH", "value": "on" if spec.engine.adaptive_batch else "off"},
+        {"name": "CASCADE_INTERACTIVE_ITL_SLO_MS", "value": str(spec.slo.interactive.itl_ms)},
+        {"name": "CASCADE_BATCH_ITL_SLO_MS", "value": str(spec.slo.batch.itl_ms)},
         {"name": "CASCADE_BLOCKS", "value": str(spec.multicast.blocks)},  # at most one per layer
         # storage: load CASCADE_MODEL_PATH at start and serve it. await: hold nothing
         # until a plan streams the weights, then serve when told. Ready = serving.

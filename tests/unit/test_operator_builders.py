@@ -135,3 +135,19 @@ def test_gateway_gets_the_ttft_slos_for_its_deadlines() -> None:
     }
     assert env["CASCADE_INTERACTIVE_TTFT_SLO_MS"] == "500"
     assert env["CASCADE_BATCH_TTFT_SLO_MS"] == "60000"
+
+
+def test_worker_gets_the_local_autoscaler_switch_and_itl_slos() -> None:
+    s = spec(model={"uri": "file:///m"}, slo={"interactive": {"itlMs": 40}})
+    env = {
+        e["name"]: e.get("value")
+        for e in builders.worker_pod(REF, s, 0, CFG)["spec"]["containers"][0]["env"]
+    }
+    assert (env["CASCADE_ADAPTIVE_BATCH"], env["CASCADE_INTERACTIVE_ITL_SLO_MS"]) == ("on", "40")
+    assert env["CASCADE_BATCH_ITL_SLO_MS"] == "1000"
+    off = spec(model={"uri": "file:///m"}, engine={"adaptiveBatch": False})
+    env = {
+        e["name"]: e.get("value")
+        for e in builders.worker_pod(REF, off, 0, CFG)["spec"]["containers"][0]["env"]
+    }
+    assert env["CASCADE_ADAPTIVE_BATCH"] == "off"
