@@ -60,6 +60,7 @@ def class_summary(reqs: Sequence[Req], slo: Slo) -> dict[str, Any]:
         "rejected": sum(1 for r in reqs if r.rejected),
         "timed_out": sum(1 for r in reqs if r.timed_out),
         "unfinished": len(reqs) - len(done) - lost,
+        "preempted": sum(r.preempted for r in reqs),  # times batch work made way
         "met": met,
         "attainment": met / len(reqs) if reqs else None,
         "ttft_s": {f"p{q}": percentile(ttft, q) for q in (50, 90, 99)},

@@ -11,10 +11,10 @@ import pytest
 
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_bench.replay.metrics import percentile as replay_percentile
-from cascade_sim.config import Deployment, SimConfig, from_spec
+from cascade_sim.config import Deployment, SimConfig, Slo, from_spec
 from cascade_sim.gateway import Gateway
 from cascade_sim.instance import Instance
-from cascade_sim.metrics import percentile
+from cascade_sim.metrics import class_summary, percentile
 from cascade_sim.policies import FixedPolicy
 from cascade_sim.profile import CapacityProfile, CurvePoint, from_document
 from cascade_sim.sim import simulate
@@ -82,6 +82,8 @@ def test_interactive_preempts_batch_on_a_full_instance() -> None:
     b = Arrival(1, 0.5, 10, 5, False)
     ra, rb = run_fixed([a, b], deployment(max_batch=1), TWO, slack=1)
     assert ra.preempted == 1
+    doc = class_summary([ra], Slo(ttft_s=1.0, itl_s=None))
+    assert doc["preempted"] == 1 and doc["completed"] == 1 and doc["attainment"] == 1.0
     assert rb.first == pytest.approx(0.5 + 0.01)  # runs at once: prefill alone
     # A had 49 decode tokens at 0.5 (first at 0.01); it re-prefills 10 + 50 tokens after B.
     resumed = rb.finished + (10 + 50) / 1000
