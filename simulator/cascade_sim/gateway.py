@@ -18,7 +18,7 @@ preempting a batch sequence (`Instance.admit`).
 Chiron routes, so interactive backpressure counts only the instances the load needs
 (docs/simulate.md compares the two). The invariant the simulator keeps: after each
 dispatch no instance can take the head of a non-empty queue, so when one instance gains
-room only that instance needs to be offered work (`room`).
+room only that instance needs to be offered work (`accepts`).
 """
 
 from __future__ import annotations
