@@ -20,7 +20,7 @@ from collections import defaultdict
 
 from cascade_api import constants as c
 from cascade_api.base import utcnow
-from cascade_api.modeldeployment import ModelDeploymentStatus
+from cascade_api.modeldeployment import ModelDeploymentSpec, ModelDeploymentStatus
 from cascade_api.scaling import AutoscalerOwner
 from cascade_operator import builders, instances
 from cascade_operator.autoscale.tick import Autoscaler
@@ -88,14 +88,6 @@ class Controller:
         workers = self.plans.workers(pods)
         got = self.plans.gather(ref, pods, workers, spec.host_copies) if spec else None
         deployment, service = self.cluster.get_gateway(ns, builders.gateway_name(ref.name))
-        obs = Observed(
-            ref=ref,
-            generation=generation,
-            status=stored,
-            pods=pods,
-            gateway=GatewayView.of(deployment, service),
-            protected=frozenset(got.pool.protected()) if got is not None else frozenset(),
-        )
         now = utcnow()
         scaling, scale_events = None, []
         if spec is not None:
@@ -107,6 +99,15 @@ class Controller:
             if facts.replicas is not None:  # written: this reconcile creates the pods
                 spec = spec.model_copy(update={"replicas": facts.replicas})
             scaling, scale_events = facts.shown, facts.events
+        obs = Observed(
+            ref=ref,
+            generation=generation,
+            status=stored,
+            pods=pods,
+            gateway=GatewayView.of(deployment, service),
+            protected=frozenset(got.pool.protected()) if got is not None else frozenset(),
+            in_flight=self._in_flight(ref, spec, pods),
+        )
         decision = instances.decide(obs, spec, self.cfg)
         for manifest in decision.create_pods:
             self.cluster.create_pod(manifest)
@@ -144,6 +145,15 @@ class Controller:
         if decision.create_pods or decision.delete_pods:
             created, deleted = len(decision.create_pods), len(decision.delete_pods)
             log.info("%s/%s: created %d, deleted %d pods", ns, ref.name, created, deleted)
+
+    def _in_flight(
+        self, ref: MdRef, spec: ModelDeploymentSpec | None, pods: list[PodView]
+    ) -> dict[str, int]:
+        """Per-pod load for choosing scale-down victims; asked only when shrinking."""
+        alive = [p for p in pods if not p.terminating and not p.failed]
+        if spec is None or spec.replicas >= len(alive):
+            return {}
+        return self.autoscaler.in_flight(ref)
 
     def cleanup(self, namespace: str, name: str) -> int:
         """Delete what the ModelDeployment owns; returns how many pods remain terminating."""

@@ -9,6 +9,7 @@ restart and a repeated create is a harmless AlreadyExists: never a duplicate pod
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,12 +44,24 @@ def free_indices(pods: list[PodView], count: int) -> list[int]:
 
 
 def scale_down_victims(
-    pods: list[PodView], count: int, protected: frozenset[str] = frozenset()
+    pods: list[PodView],
+    count: int,
+    protected: frozenset[str] = frozenset(),
+    in_flight: Mapping[str, int] | None = None,
 ) -> list[PodView]:
-    """Give up the least useful instances first: unplaced, then loading, then serving,
-    host-copy holders last; the highest ordinal first within each group."""
+    """Give up the least useful instances first: unplaced, then loading, then serving
+    (the fewest requests in flight first, so the fewest streams must finish or move),
+    host-copy holders last; the highest ordinal first among equals."""
+    load = in_flight or {}
     ranked = sorted(
-        pods, key=lambda p: (p.name in protected, p.node is not None, p.ready, -p.index)
+        pods,
+        key=lambda p: (
+            p.name in protected,
+            p.node is not None,
+            p.ready,
+            load.get(p.name, 0),
+            -p.index,
+        ),
     )
     return ranked[:count]
 
@@ -80,7 +93,8 @@ def decide(obs: Observed, spec: ModelDeploymentSpec | None, cfg: OperatorConfig)
             for i, start in zip(indices, modes, strict=True)
         ]
     elif missing < 0:
-        delete += [p.name for p in scale_down_victims(healthy, -missing, obs.protected)]
+        victims = scale_down_victims(healthy, -missing, obs.protected, obs.in_flight)
+        delete += [p.name for p in victims]
     gateway: list[Manifest] = []
     if obs.spec_changed or not obs.gateway.deployment_exists:
         gateway += builders.gateway_access(obs.ref)

@@ -8,6 +8,7 @@ the status and the weight-moving half.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -157,6 +158,8 @@ class Observed:
     # Pods that hold a host copy of the weights (pool.PoolDecision.protected()):
     # scale-down gives them up last.
     protected: frozenset[str] = frozenset()
+    # Requests in flight per worker pod, from the gateway (read only when scaling down).
+    in_flight: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def spec_changed(self) -> bool:

@@ -325,3 +325,17 @@ def test_external_scenario_under_heavy_load_never_writes(owner: str | None) -> N
         tick(controller, cluster)
         clock.t += 15
     assert cluster.scale_writes == []
+
+
+def test_kubectl_scale_down_removes_the_least_loaded_pods() -> None:
+    controller, cluster, gateways, _ = world(3, {})
+    controller.reconcile(REF.namespace, REF.name)
+    gateways.report = gateway(
+        [backend("llama-0", M, 4), backend("llama-1", M, 0), backend("llama-2", M, 7)]
+    )
+    body = cluster.get_md(REF.namespace, REF.name)
+    assert body is not None
+    body["spec"]["replicas"] = 2  # kubectl scale
+    body["metadata"]["generation"] = 2
+    controller.reconcile(REF.namespace, REF.name)
+    assert worker_pods(cluster) == ["llama-0", "llama-2"]

@@ -114,3 +114,13 @@ def test_parse_spec_names_the_offending_field(spec: dict[str, Any], field: str) 
     parsed = parse_spec({"model": {"uri": "file:///m"}, **spec})
     assert parsed.accepted is None
     assert any(field in p.message for p in parsed.problems)
+
+
+def test_scale_down_gives_up_the_least_loaded_serving_instances() -> None:
+    pods = [pod(0), pod(1), pod(2), pod(3)]
+    load = {"llama-0": 5, "llama-1": 0, "llama-2": 9, "llama-3": 2}
+    victims = scale_down_victims(pods, 2, in_flight=load)
+    assert [p.name for p in victims] == ["llama-1", "llama-3"]
+    # A host-copy holder stays last however idle it is.
+    victims = scale_down_victims(pods, 2, frozenset({"llama-1"}), load)
+    assert [p.name for p in victims] == ["llama-3", "llama-0"]

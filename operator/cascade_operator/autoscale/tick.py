@@ -102,6 +102,15 @@ class Autoscaler:
         )
         return memory.facts
 
+    def in_flight(self, ref: MdRef) -> dict[str, int]:
+        """Requests in flight per worker pod, as the gateways count them (scale-down)."""
+        counts: dict[str, int] = {}
+        for load in self.gateways.loads(self._gateway_ips(ref)):
+            for b in load.backends:
+                if b.pod:
+                    counts[b.pod] = counts.get(b.pod, 0) + b.in_flight
+        return counts
+
     def _gateway_ips(self, ref: MdRef) -> list[str]:
         selector = ",".join(
             f"{k}={v}" for k, v in builders.selector_labels(ref.name, c.COMPONENT_GATEWAY).items()
