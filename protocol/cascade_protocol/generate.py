@@ -6,6 +6,13 @@ The gateway speaks OpenAI to clients and this small protocol to workers: it POST
 `finish_reason`). The worker's engine takes the same request objects, so a field added
 here reaches the sampler without a translation layer. Wire names are snake_case (the
 OpenAI vocabulary the gateway maps from).
+
+A stream can move between instances (scale-down): a worker that is leaving ends it with
+`FinishReason.MIGRATE` instead of cutting it, and the gateway sends the same request to
+another worker with `resume` saying what the client already has (the tokens, and how
+much of their text). That worker prefills prompt + those tokens (the engine's recompute
+path), counts them against `max_tokens` and the stop rules as its own, and streams only
+what comes after them, so the client sees one stream with no seam.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ class RequestClass(StrEnum):
 class FinishReason(StrEnum):
     STOP = "stop"  # EOS, a stop string or a stop token
     LENGTH = "length"  # max_tokens or the context length reached
-    ABORT = "abort"  # cancelled (client went away, drain deadline)
+    ABORT = "abort"  # cancelled (the client went away, the engine stopped)
+    # The instance is leaving (drain): nothing failed, resume elsewhere (`resume`).
+    MIGRATE = "migrate"
     ERROR = "error"  # the engine failed this request; `error` says why
 
 
@@ -50,6 +59,16 @@ class ChatMessage(Message):
     content: str
 
 
+class Resume(Message):
+    """What a moved stream's client already has; the new instance continues from there."""
+
+    # Every token generated so far, in order (their count is part of max_tokens).
+    token_ids: list[int] = Field(min_length=1)
+    # Characters of those tokens' text the client received. The rest (a partial UTF-8
+    # character or a possible stop-string prefix, held back) comes from the new instance.
+    text_chars: int = Field(default=0, ge=0)
+
+
 class GenerateRequest(Message):
     request_id: str = Field(min_length=1)
     # Exactly one of the three. Text is tokenized by the worker (it holds the tokenizer);
@@ -59,6 +78,8 @@ class GenerateRequest(Message):
     messages: list[ChatMessage] | None = None
     params: SamplingParams = Field(default_factory=SamplingParams)
     request_class: RequestClass = RequestClass.INTERACTIVE
+    # Set when the gateway resumes a stream another instance handed back (MIGRATE).
+    resume: Resume | None = None
 
     @model_validator(mode="after")
     def _one_prompt(self) -> GenerateRequest:
@@ -71,6 +92,8 @@ class GenerateRequest(Message):
             raise ValueError("prompt_token_ids must not be empty")
         if self.messages is not None and not self.messages:
             raise ValueError("messages must not be empty")
+        if self.resume is not None and len(self.resume.token_ids) >= self.params.max_tokens:
+            raise ValueError("resume.token_ids must be fewer than max_tokens")
         return self
 
 
@@ -82,5 +105,5 @@ class GenerateChunk(Message):
     token_ids: list[int] = Field(default_factory=list)
     finish_reason: FinishReason | None = None
     prompt_tokens: int = 0
-    completion_tokens: int = 0  # so far, including this chunk
+    completion_tokens: int = 0  # so far, including this chunk (and any resumed tokens)
     error: str | None = None

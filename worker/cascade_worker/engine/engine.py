@@ -9,7 +9,9 @@ sampled token, the stop rules applied and a chunk streamed.
 Preemption and mode switches cost recompute, never correctness: a sequence whose cache
 was dropped is prefilled again over prompt + generated tokens (`recompute`), and
 `replace_executor` swaps the execution layout (e.g. a pipeline member that now holds
-the whole model) by recomputing every sequence against the new executor's cache.
+the whole model) by recomputing every sequence against the new executor's cache. A
+stream resumed from another instance (`GenerateRequest.resume`) takes the same path:
+it is admitted with its tokens so far and prefilled over all of them.
 """
 
 from __future__ import annotations
@@ -156,7 +158,8 @@ class LLMEngine:
         )
         self._requests[request.request_id] = req
         self._by_seq[seq_id] = req
-        self.scheduler.add(seq_id, len(prompt), request.request_class)
+        # A resumed request's tokens so far are prefilled with its prompt (recompute).
+        self.scheduler.add(seq_id, req.num_tokens, request.request_class)
 
     def abort_request(self, request_id: str) -> None:
         req = self._requests.get(request_id)

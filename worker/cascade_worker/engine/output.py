@@ -37,6 +37,21 @@ class TextStream:
             return self.stopped
         return self._append(self._detok.add(token_id))
 
+    def resume(self, token_ids: list[int], text_chars: int) -> None:
+        """Replay already generated tokens, one chunk each as when they were generated;
+        the first `text_chars` characters count as handed out. ValueError if the replay
+        contradicts that (more characters than the tokens make, or a stop string)."""
+        for token in token_ids:
+            self.add(token)
+            self.take(final=False)
+        if self.stopped:
+            raise ValueError("the resumed tokens already contain a stop string")
+        if self._detok is not None and text_chars > len(self.text):
+            raise ValueError(
+                f"text_chars {text_chars} is past the resumed tokens' text ({len(self.text)})"
+            )
+        self._emitted = text_chars if self._detok is not None else 0
+
     def take(self, *, final: bool) -> str:
         """Text not yet handed out; at the end (`final`) everything, held-back tail too."""
         if final and self._detok is not None and not self.stopped:

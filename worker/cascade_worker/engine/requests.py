@@ -4,6 +4,11 @@
 (RequestRejected, with the offending field in `param`); `EngineRequest.accept` applies
 a sampled token and decides whether the request is done, in the order a client expects:
 stop token ids, then EOS (unless ignore_eos), then stop strings, then length limits.
+
+A resumed request (`GenerateRequest.resume`, a stream moved from another instance)
+starts with the resumed tokens as its output: they are prefilled with the prompt,
+count against max_tokens, and its text stream continues after the characters the
+client already received.
 """
 
 from __future__ import annotations
@@ -43,6 +48,12 @@ def prepare_prompt(
         raise RequestRejected(
             f"the prompt has {len(ids)} tokens; the context length is {max_model_len}", "prompt"
         )
+    if request.resume is not None:
+        bad = [t for t in request.resume.token_ids if not 0 <= t < vocab]
+        if bad:
+            raise RequestRejected(
+                f"token ids {bad[:5]} outside the vocabulary 0..{vocab - 1}", "resume.token_ids"
+            )
     if len(ids) + request.params.max_tokens > max_model_len:
         raise RequestRejected(
             f"prompt ({len(ids)} tokens) + max_tokens ({request.params.max_tokens}) exceeds "
@@ -75,15 +86,29 @@ class EngineRequest:
         max_model_len: int,
     ) -> EngineRequest:
         detok = IncrementalDetokenizer(tokenizer, prompt_ids) if tokenizer is not None else None
+        text = TextStream(detok, request.params.stop)
+        resumed: list[int] = []
+        if request.resume is not None:
+            resumed = list(request.resume.token_ids)
+            try:
+                text.resume(resumed, request.resume.text_chars)
+            except ValueError as exc:
+                raise RequestRejected(f"cannot resume: {exc}", "resume") from exc
         return cls(
             request=request,
             seq_id=seq_id,
             prompt_ids=prompt_ids,
             sampler=SamplerState.from_params(request.params),
-            text=TextStream(detok, request.params.stop),
+            text=text,
             eos_ids=eos_ids,
             max_model_len=max_model_len,
+            output_ids=resumed,
         )
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt + output: what a prefill (or a recompute) covers."""
+        return len(self.prompt_ids) + len(self.output_ids)
 
     @property
     def request_id(self) -> str:
