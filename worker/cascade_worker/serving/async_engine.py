@@ -6,8 +6,10 @@ engine thread (engine_thread.py) produces them. Admission refuses with `NotServi
 while draining or stopped, `QueueFull` when the waiting queue is at its limit (the
 gateway holds the real queues; a worker's own queue stays short so queue wait shows up
 where routing can act on it), and `RequestRejected` when the core refuses the request.
-Every admitted request ends with exactly one final chunk: the engine's, ABORT (drain
-deadline, stop), or ERROR when the engine failed; a caller never waits forever.
+Every admitted request ends with exactly one final chunk: the engine's, MIGRATE (a
+drain hands it back for the gateway to resume elsewhere; migration.py says when),
+ABORT (the engine stopped), or ERROR when the engine failed; a caller never waits
+forever.
 
 All state here is touched on the event loop only; the thread reports through callbacks
 scheduled on the loop. TTFT/ITL use the time a step ended on the engine thread, so a
@@ -31,6 +33,7 @@ from cascade_worker.serving.engine_thread import EngineThread, settle
 from cascade_worker.serving.errors import NotServing, QueueFull
 from cascade_worker.serving.local_autoscaler import LocalAutoscaler
 from cascade_worker.serving.metrics import LoadNow, ServingMetrics, TokenRate
+from cascade_worker.serving.migration import InFlightRequest, migrate_now
 from cascade_worker.serving.stream import InFlight, RequestStream
 
 log = logging.getLogger(__name__)
@@ -178,7 +181,7 @@ class AsyncEngine:
             raise RequestRejected(f"request_id {rid!r} is already in flight", "request_id")
         if self.queue_limit and self.waiting >= self.queue_limit:
             raise QueueFull(f"{self.waiting} requests waiting (limit {self.queue_limit})")
-        stream = self._requests.open(rid, request.request_class)
+        stream = self._requests.open(rid, request.request_class, request.params.max_tokens)
         added = self._admitting[rid] = self._thread.add(request)
         try:
             await added
@@ -204,17 +207,35 @@ class AsyncEngine:
 
     # -- drain and stop -------------------------------------------------------------
 
-    async def drain(self, timeout_s: float) -> bool:
-        """Stop admitting, wait for in-flight requests; past the deadline abort them.
-        True when everything finished on its own."""
+    async def drain(self, timeout_s: float) -> int:
+        """Stop admitting and let in-flight requests finish; hand back (MIGRATE) those
+        that cannot before the deadline at once, and what is left at the deadline.
+        Returns how many were handed back."""
         self.draining = True
+        requests = self._requests
+        now = requests.streams()
+        early = migrate_now(
+            [
+                InFlightRequest(s.request_id, s.max_tokens - s.completion_tokens,
+                                s.last_token_at is not None, s.decode_rate())
+                for s in now
+            ],
+            timeout_s,
+        )  # fmt: skip
+        if early:
+            log.info(
+                "drain: handing back %d of %d request(s) that cannot finish in %.1fs",
+                len(early), len(now), timeout_s,
+            )  # fmt: skip
+            requests.migrate(early, "migrate: instance draining")
         try:
-            await asyncio.wait_for(self._requests.idle.wait(), timeout_s)
-            return True
+            await asyncio.wait_for(requests.idle.wait(), timeout_s)
+            return len(early)
         except TimeoutError:
-            log.warning("drain deadline: aborting %d request(s)", len(self._requests))
-            self._requests.end_all(FinishReason.ABORT, "aborted: drain deadline", tell_core=True)
-            return False
+            left = [s.request_id for s in requests.streams()]
+            log.warning("drain deadline: handing back %d request(s)", len(left))
+            requests.migrate(left, "migrate: drain deadline")
+            return len(early) + len(left)
 
     async def stop(self) -> None:
         """End the engine thread (after its current step); unfinished requests ABORT."""

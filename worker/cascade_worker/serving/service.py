@@ -4,7 +4,8 @@ One worker holds one model (control_state.py) and runs at most one engine on it.
 engine starts from the held complete store (a serve control request, or at start-up
 with --serve-on-start) through the injected factory, on a thread because building one
 copies weights to the device; it stops by draining (admission closed, in-flight
-requests finish or are aborted at a deadline), on a drain request or at shutdown.
+requests finish or are handed back to the gateway to resume elsewhere, serving/
+migration.py), on a drain request or at shutdown.
 
 Pipelines (pipeline.py): instead of an engine, the worker may serve layers [a, b) as a
 pipeline stage (`stage`), from whatever blocks it holds; or its engine may be a
@@ -201,8 +202,9 @@ class Serving:
         return True
 
     async def drain(self, timeout_s: float | None = None) -> bool:
-        """Stop admitting, let in-flight requests finish (abort past the deadline), stop.
-        A stage server stops at once (its head fails its own requests)."""
+        """Stop admitting, let in-flight requests finish, stop; those that cannot before
+        the deadline are handed back (MIGRATE) to resume on another instance. True when
+        none had to be. A stage server stops at once (its head fails its own requests)."""
         stage = self.stage
         if stage is not None and stage.server is not None:
             self.stage = None
@@ -214,7 +216,7 @@ class Serving:
             return True
         timeout = self.config.request_drain_seconds if timeout_s is None else timeout_s
         log.info("draining: %d request(s) in flight, deadline %.1fs", engine.in_flight, timeout)
-        clean = await engine.drain(timeout)
+        moved = await engine.drain(timeout)
         if self.batch is not None and self.batch.engine is engine:
             await self.batch.stop()
             self.batch = None
@@ -227,8 +229,8 @@ class Serving:
             self.state.serving = False
         if head is not None:
             await asyncio.to_thread(head.close)
-        log.info("drained (%s)", "clean" if clean else "aborted stragglers")
-        return clean
+        log.info("drained (%d request(s) handed back to resume elsewhere)", moved)
+        return moved == 0
 
     @property
     def phase(self) -> EnginePhase:
