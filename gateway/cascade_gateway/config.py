@@ -5,7 +5,7 @@ which model name it serves (what clients put in the OpenAI ``model`` field) and 
 find its workers: ``CASCADE_DISCOVERY=kubernetes`` with ``CASCADE_DEPLOYMENT`` and
 ``POD_NAMESPACE`` lists the deployment's worker pods; ``CASCADE_BACKENDS`` (or
 ``--backend``) names worker URLs directly, which is what tests and `cascade dev` use.
-Queue bounds, the request deadline and retry attempts are flags too, so load tests can
+Queue bounds, the request deadline, retry attempts and migrations are flags too, so load tests can
 tighten them. The per-class TTFT SLOs (the ModelDeployment's ``spec.slo``, passed by
 the operator) set each queued batch request's deadline in the load report; the
 keep-alive interval is how often a held stream gets an SSE comment. Pure: no I/O,
@@ -29,6 +29,7 @@ DEFAULT_INTERACTIVE_QUEUE = 256
 DEFAULT_BATCH_QUEUE = 4096
 DEFAULT_REQUEST_TIMEOUT = 300.0
 DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_MAX_MIGRATIONS = 3
 DEFAULT_BACKEND_SLACK = 2
 DEFAULT_POLL_SECONDS = 1.0
 DEFAULT_DISCOVERY_SECONDS = 2.0
@@ -69,6 +70,9 @@ class GatewayConfig:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     # Backends tried per request before giving up (failures before the first token).
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    # Times one request may move to another backend once it has tokens, or because its
+    # backend handed it back (a draining worker's MIGRATE); past it the request fails.
+    max_migrations: int = DEFAULT_MAX_MIGRATIONS
     # In-flight requests a backend may hold beyond its max_batch: a few queued at the
     # worker keep its batch full between our dispatches.
     backend_slack: int = DEFAULT_BACKEND_SLACK
@@ -106,6 +110,7 @@ def parse_backends(value: str) -> list[str]:
 
 _queue_size = int_at_least(0, "queue size")
 _attempts = int_at_least(1, "attempt count")
+_migrations = int_at_least(0, "migration count")
 _slack = int_at_least(0, "slack")
 _slo_ms = int_at_least(1, "SLO in milliseconds")
 
@@ -146,6 +151,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
          _positive_seconds, "seconds a request may take in all"),
         ("--max-attempts", "CASCADE_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS, _attempts,
          "backends tried per request"),
+        ("--max-migrations", "CASCADE_MAX_MIGRATIONS", DEFAULT_MAX_MIGRATIONS, _migrations,
+         "times a request may be resumed on another backend"),
         ("--backend-slack", "CASCADE_BACKEND_SLACK", DEFAULT_BACKEND_SLACK, _slack,
          "in-flight requests per backend beyond its max_batch"),
         ("--poll-seconds", "CASCADE_POLL_SECONDS", DEFAULT_POLL_SECONDS, _positive_seconds,
@@ -191,6 +198,7 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> GatewayConfig:
         batch_queue=args.batch_queue,
         request_timeout=args.request_timeout,
         max_attempts=args.max_attempts,
+        max_migrations=args.max_migrations,
         backend_slack=args.backend_slack,
         poll_seconds=args.poll_seconds,
         discovery_seconds=args.discovery_seconds,

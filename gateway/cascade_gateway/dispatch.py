@@ -1,14 +1,21 @@
-"""Dispatch one accepted request: queue, pick a backend, stream, retry what is safe.
+"""Dispatch one accepted request: queue, pick a backend, stream, retry or resume.
 
-The rule that keeps accepted requests from being dropped silently: a backend failure
-(:class:`cascade_gateway.upstream.Failed`) is retried on another backend, up to
-``max_attempts`` in all, as long as the client has seen nothing of the failed attempt.
+The rule that keeps accepted requests from being dropped: a backend that fails a
+request (:class:`cascade_gateway.upstream.Failed`) or hands it back
+(:class:`~cascade_gateway.upstream.Moved`, a draining worker's MIGRATE) is replaced by
+another, and the request continues there from what the caller already has:
 
-- Streaming: the first chunk handed to the caller commits the request to its backend
-  (the caller starts the SSE response then); a later failure raises ``StreamBroken``
-  and the caller ends the stream with an error event.
-- Non-streaming (``buffered``): an attempt's chunks are held until its final chunk, so
-  any failure, even mid-generation, is retried; only the last failure surfaces (502).
+- nothing yet: a plain retry, up to ``max_attempts`` failed backends in all (a hand-back
+  costs no attempt);
+- some tokens: a migration (resume.py): the next backend prefills the prompt plus those
+  tokens and streams what follows, so the caller sees one stream with no seam, up to
+  ``max_migrations`` times. Past that, a stream ends with ``StreamBroken`` (the caller
+  writes an error event) and a buffered request fails 502.
+
+Every new backend comes through the scheduler's retry path: the head of the class
+queue, never refused for a full queue, backends already tried skipped while others
+exist. Non-streaming requests are ``buffered``: chunks are held and handed over at the
+end, so the caller sees one response; streaming chunks go out as they come.
 
 A worker's 4xx (``upstream.Rejected``) is never retried: it propagates to the handler,
 which passes it through. The caller bounds the whole thing with its deadline, and
@@ -26,14 +33,15 @@ from dataclasses import dataclass
 from cascade_gateway import errors, upstream
 from cascade_gateway.api_request import Job
 from cascade_gateway.demand import Ticket, prompt_tokens
+from cascade_gateway.resume import Delivered, attempt_request
 from cascade_gateway.runtime import Gateway
-from cascade_protocol.generate import GenerateChunk, GenerateRequest
+from cascade_protocol.generate import GenerateChunk
 
 log = logging.getLogger(__name__)
 
 
 class StreamBroken(Exception):
-    """The backend failed after chunks reached the client."""
+    """The request cannot go on after chunks reached the client."""
 
 
 @dataclass
@@ -46,64 +54,99 @@ class Progress:
     last_token_at: float | None = None
 
 
-def attempt_request(job: Job, attempt: int) -> GenerateRequest:
-    """A fresh request id per attempt, so a retry never collides with a dying original."""
-    if attempt == 0:
-        return job.request
-    return job.request.model_copy(update={"request_id": f"{job.request.request_id}-{attempt}"})
+@dataclass
+class _Tally:
+    """Backends one request went through, and why it left each."""
+
+    tried: list[str]
+    failures: int = 0  # failed before any token reached the caller
+    migrations: int = 0  # moved (handed back, or broken after tokens)
 
 
 async def run(
     gw: Gateway, job: Job, progress: Progress, *, buffered: bool
 ) -> AsyncGenerator[GenerateChunk, None]:
     cls = job.request_class
-    tried: list[str] = []
-    detail = "no attempt made"
-    attempts = gw.config.max_attempts
+    tally = _Tally(tried=[])
+    sent = Delivered()
+    held: list[GenerateChunk] = []
     ticket = Ticket(
         arrived=progress.arrived,
         deadline=progress.arrived + gw.config.ttft_slo_s(cls),
         prompt_tokens=prompt_tokens(job.request),
         max_tokens=job.request.params.max_tokens,
     )
-    for attempt in range(attempts):
-        url = await gw.scheduler.acquire(cls, frozenset(tried), retry=attempt > 0, ticket=ticket)
+    while True:
+        tried = frozenset(tally.tried)
+        url = await gw.scheduler.acquire(cls, tried, retry=bool(tried), ticket=ticket)
         if not progress.dispatched:
             now = gw.pool.clock()
             gw.metrics.observe_wait(cls, now, now - progress.arrived)
             progress.dispatched = True
-        tried.append(url)
-        held: list[GenerateChunk] = []
-        committed = False
+        request = attempt_request(job.request, len(tally.tried), sent)
+        tally.tried.append(url)
         try:
-            stream = upstream.generate(gw.http(), url, attempt_request(job, attempt))
-            async with aclosing(stream) as chunks:
+            async with aclosing(upstream.generate(gw.http(), url, request)) as chunks:
                 async for chunk in chunks:
                     _observe(gw, job, progress, chunk)
+                    sent.add(chunk)
                     if buffered:
                         held.append(chunk)
                     else:
-                        committed = True
                         yield chunk
         except upstream.Failed as exc:
             gw.pool.avoid(url, exc.cool_down, exc.detail)
-            retried = not committed and attempt + 1 < attempts
-            gw.metrics.backend_failures.labels("yes" if retried else "no").inc()
-            log.warning(
-                "request %s: backend %s failed (attempt %d/%d, %s): %s",
-                job.request.request_id, url, attempt + 1, attempts,
-                "retrying" if retried else "giving up", exc.detail,
-            )  # fmt: skip
-            if committed:
-                raise StreamBroken(exc.detail) from exc
-            detail = exc.detail
+            _after_failure(gw, job, url, exc, tally, sent, streamed=not buffered)
             continue
         finally:
             gw.scheduler.release(url, cls)
         for chunk in held:
             yield chunk
         return
-    raise errors.upstream_failed(detail, attempts)
+
+
+def _after_failure(
+    gw: Gateway,
+    job: Job,
+    url: str,
+    exc: upstream.Failed,
+    tally: _Tally,
+    sent: Delivered,
+    *,
+    streamed: bool,
+) -> None:
+    """Count what happened; raise when the request may not go on elsewhere."""
+    rid = job.request.request_id
+    moved = isinstance(exc, upstream.Moved)
+    if moved or sent.token_ids:
+        tally.migrations += 1
+        going_on = tally.migrations <= gw.config.max_migrations
+        if not moved:
+            gw.metrics.backend_failures.labels("yes" if going_on else "no").inc()
+        if going_on:
+            gw.metrics.migrations.labels("drain" if moved else "failure").inc()
+        log.log(
+            logging.INFO if moved and going_on else logging.WARNING,
+            "request %s: backend %s %s after %d token(s) (migration %d/%d, %s): %s",
+            rid, url, "handed it back" if moved else "failed", len(sent.token_ids),
+            tally.migrations, gw.config.max_migrations,
+            "resuming elsewhere" if going_on else "giving up", exc.detail,
+        )  # fmt: skip
+        if going_on:
+            return
+        if streamed and sent.token_ids:
+            raise StreamBroken(f"{exc.detail}; moved {tally.migrations - 1} time(s) already")
+        raise errors.upstream_failed(exc.detail, len(tally.tried))
+    tally.failures += 1
+    attempts = gw.config.max_attempts
+    retried = tally.failures < attempts
+    gw.metrics.backend_failures.labels("yes" if retried else "no").inc()
+    log.warning(
+        "request %s: backend %s failed (attempt %d/%d, %s): %s",
+        rid, url, tally.failures, attempts, "retrying" if retried else "giving up", exc.detail,
+    )  # fmt: skip
+    if not retried:
+        raise errors.upstream_failed(exc.detail, tally.failures)
 
 
 def _observe(gw: Gateway, job: Job, progress: Progress, chunk: GenerateChunk) -> None:

@@ -21,6 +21,7 @@ from cascade_protocol.generate import RequestClass
 
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+MIGRATION_REASONS = ("drain", "failure")
 WAIT_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -33,6 +34,7 @@ class GatewayMetrics:
     generated_tokens: Counter
     prompt_tokens: Counter
     backend_failures: Counter
+    migrations: Counter
     queue_depth: Gauge
     in_flight: Gauge
     backends_ready: Gauge
@@ -51,6 +53,8 @@ class GatewayMetrics:
                 self.ttft, self.itl, self.queue_wait, self.generated_tokens, self.prompt_tokens
             ):  # fmt: skip
                 family.labels(cls.value)
+        for reason in MIGRATION_REASONS:
+            self.migrations.labels(reason)
 
     def bind(
         self,
@@ -125,6 +129,13 @@ def register_metrics(registry: CollectorRegistry, config: GatewayConfig) -> Gate
             "cascade_gateway_backend_failures",
             "Backend failures of a request; `retried` says whether another backend took it.",
             ["retried"],
+            registry=registry,
+        ),
+        migrations=Counter(
+            "cascade_gateway_migrations",
+            "Requests moved to another backend mid-generation and resumed there; `reason`: "
+            "drain (the worker handed it back) or failure (its stream broke after tokens).",
+            ["reason"],
             registry=registry,
         ),
         queue_depth=Gauge(

@@ -1,7 +1,7 @@
 """The worker protocol client: ``POST /v1/generate`` (NDJSON stream) and ``GET /v1/load``.
 
-Every way a worker can fail one request ends here as one of two exceptions, so the
-dispatcher's retry rule stays one line:
+Every way a worker can fail one request ends here as one of these exceptions, so the
+dispatcher's retry rule stays short:
 
 - ``Rejected``: the worker refused the request itself (a 4xx other than 429, e.g. the
   prompt is over the context length). Retrying elsewhere would fail the same way, so
@@ -9,6 +9,8 @@ dispatcher's retry rule stays one line:
 - ``Failed``: the backend could not serve it (connection refused or reset, 429 queue
   full, 503 not serving/draining, other 5xx, a stream that ends or turns to garbage
   before its final chunk, a final chunk saying error/abort). Another backend may.
+- ``Moved`` (a ``Failed``): nothing failed, the worker is leaving (drain) and handed the
+  request back with a MIGRATE chunk; another backend resumes it.
 
 Closing the ``generate`` iterator early closes the HTTP response, which is how a client
 disconnect cancels the worker's request (the worker aborts on a closed connection).
@@ -48,6 +50,10 @@ class Failed(Exception):
         self.cool_down = cool_down
 
 
+class Moved(Failed):
+    """The worker is leaving and handed the request back (FinishReason.MIGRATE)."""
+
+
 async def fetch_load(session: aiohttp.ClientSession, url: str, timeout: float) -> LoadReport:
     async with session.get(
         f"{url}{LOAD_PATH}", timeout=aiohttp.ClientTimeout(total=timeout)
@@ -70,6 +76,8 @@ async def generate(
                 if not line.strip():
                     continue
                 chunk = GenerateChunk.model_validate_json(line)
+                if chunk.finish_reason is FinishReason.MIGRATE:
+                    raise Moved(f"worker handed the request back: {chunk.error or 'migrate'}")
                 if chunk.finish_reason in (FinishReason.ERROR, FinishReason.ABORT):
                     raise Failed(f"worker ended the request: {chunk.error or chunk.finish_reason}")
                 yield chunk

@@ -3,7 +3,9 @@
 ``FakeWorker`` speaks the worker protocol (``POST /v1/generate`` -> NDJSON
 ``GenerateChunk``s, ``GET /v1/load`` -> ``LoadReport``) and can be told to fail in each
 way a real one can: answer 429/503/500, drop the connection before or after some
-tokens, be slow, or hold every request until a gate opens. It records what it received
+tokens, hand a request back (MIGRATE) as a draining worker does, be slow, or hold every
+request until a gate opens. It continues a resumed request where it says (token i is
+100 + i, text "<name><i> "). It records what it received
 so tests can check what the gateway sent.
 """
 
@@ -50,7 +52,8 @@ class FakeWorker:
     draining: bool = False
     running_reported: int = 0
     # "ok" | "429" | "503" | "500" | "drop" (close before answering) |
-    # "die_after" (close after `die_after` token chunks) | "error_chunk"
+    # "die_after" (close after `die_after` token chunks) | "error_chunk" |
+    # "migrate_after" (hand the request back, MIGRATE, after `die_after` token chunks)
     mode: str = "ok"
     die_after: int = 2
     chunk_delay: float = 0.0
@@ -129,14 +132,22 @@ class FakeWorker:
         await resp.prepare(request)
         n = req.params.max_tokens
         prompt_tokens = len(req.prompt_token_ids or []) or 3
+        first = len(req.resume.token_ids) if req.resume is not None else 0
         try:
             await self.gate.wait()
-            for i in range(n):
-                if mode == "die_after" and i == self.die_after:
+            for i in range(first, n):
+                if mode == "migrate_after" and i == first + self.die_after:
+                    chunk = GenerateChunk(
+                        request_id=req.request_id, finish_reason=FinishReason.MIGRATE,
+                        error="migrate: instance draining", completion_tokens=i,
+                    )  # fmt: skip
+                    await resp.write(chunk.model_dump_json().encode() + b"\n")
+                    return resp
+                if mode == "die_after" and i == first + self.die_after:
                     assert request.transport is not None
                     request.transport.close()
                     return resp
-                if mode == "error_chunk" and i == self.die_after:
+                if mode == "error_chunk" and i == first + self.die_after:
                     chunk = GenerateChunk(
                         request_id=req.request_id, finish_reason=FinishReason.ERROR, error="boom"
                     )
