@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from cascade_cli import bench_capacity
+from cascade_cli import bench_autoscale, bench_capacity
 from cascade_cli.bench_json import write_json
 
 
@@ -97,6 +97,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     _add_plan(cmds)
     _add_scaleup(cmds)
     bench_capacity.add(cmds)
+    bench_autoscale.add(cmds)
 
 
 def _add_plan(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

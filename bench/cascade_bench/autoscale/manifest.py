@@ -1,0 +1,132 @@
+"""The ModelDeployment each run applies: one base spec, four owners of `spec.replicas`.
+
+The base is `examples/02-autoscaling`'s shape with this bench's choices (see
+`BASE_SPEC`, or `-f FILE` for your own). Per run:
+
+| run       | scaling.autoscaler | replicas at start | engine.adaptiveBatch | who scales |
+|-----------|--------------------|-------------------|----------------------|------------|
+| cascade   | Cascade            | spec.replicas     | as the base says     | the operator |
+| fixed_max | External           | maxReplicas       | off                  | nobody |
+| fixed_min | External           | minReplicas (>=1) | off                  | nobody |
+| kpa       | External           | spec.replicas     | off                  | the bench's KPA loop |
+
+Baselines run the engine at its max batch without the local autoscaler, as
+`cascade simulate` models them (Chiron's local batch control is part of Cascade).
+`instance.gpus` is set to the nodes' GPU count, so each instance takes a whole node:
+the CPU quota is per node, and two instances on one node would share it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from cascade_api import constants as c
+from cascade_api.modeldeployment import ModelDeploymentSpec
+from cascade_sim.config import Deployment, from_spec
+
+RUNS = ("cascade", "fixed_max", "kpa", "fixed_min")
+
+# The bench's defaults (bench/README.md says why): examples/02-autoscaling's shape with
+# bounds for 6 instances at 0.2 core, SLOs the 0.2-core tiny-llama can meet at a
+# moderate batch, and a 60 s scale-down window (the KPA's) instead of the HPA's 300 s.
+BASE_SPEC: dict[str, Any] = {
+    "model": {"uri": "file:///var/lib/cascade/models/tiny-llama", "servedName": "chat"},
+    "replicas": 2,
+    "instance": {"gpus": 8},
+    "engine": {"maxBatchSize": 32, "adaptiveBatch": True},
+    "scaling": {
+        "minReplicas": 1,
+        "maxReplicas": 6,
+        "behavior": {
+            "scaleUp": {
+                "stabilizationWindowSeconds": 0,
+                "selectPolicy": "Max",
+                "policies": [
+                    {"type": "Pods", "value": 4, "periodSeconds": 15},
+                    {"type": "Percent", "value": 100, "periodSeconds": 15},
+                ],
+            },
+            "scaleDown": {
+                "stabilizationWindowSeconds": 60,
+                "selectPolicy": "Min",
+                "policies": [{"type": "Percent", "value": 50, "periodSeconds": 30}],
+            },
+        },
+    },
+    "slo": {
+        "interactive": {"ttftMs": 5000, "itlMs": 250},
+        "batch": {"ttftMs": 60000, "itlMs": 1000},
+    },
+}
+
+
+def md_name(run: str) -> str:
+    """A DNS-1123 name per run: autoscale-fixed-max, ..."""
+    return "autoscale-" + run.replace("_", "-")
+
+
+def validate(spec: Mapping[str, Any]) -> ModelDeploymentSpec:
+    """The spec as the API server's schema reads it (raises on a bad one)."""
+    from cascade_api.invariants import violations
+
+    parsed = ModelDeploymentSpec.model_validate(dict(spec))
+    bad = violations(parsed)
+    if bad:
+        raise ValueError("ModelDeployment: " + "; ".join(v.message for v in bad))
+    if parsed.scaling.max_replicas is None:
+        raise ValueError("ModelDeployment: the bench needs scaling.maxReplicas")
+    return parsed
+
+
+def bounds(spec: Mapping[str, Any]) -> tuple[int, int]:
+    """(minReplicas at least 1, maxReplicas) of the base spec."""
+    parsed = validate(spec)
+    assert parsed.scaling.max_replicas is not None
+    return max(1, parsed.scaling.min_replicas), parsed.scaling.max_replicas
+
+
+def run_spec(base: Mapping[str, Any], run: str, gpus_per_node: int | None = None) -> dict[str, Any]:
+    """The spec for one run (a deep copy of `base`, changed as the table above says)."""
+    if run not in RUNS:
+        raise ValueError(f"unknown run {run!r} (one of {', '.join(RUNS)})")
+    spec = copy.deepcopy(dict(base))
+    lo, hi = bounds(spec)
+    scaling, engine = spec.setdefault("scaling", {}), spec.setdefault("engine", {})
+    if gpus_per_node is not None:
+        spec.setdefault("instance", {})["gpus"] = gpus_per_node
+    if run == "cascade":
+        scaling["autoscaler"] = "Cascade"
+    else:
+        scaling["autoscaler"] = "External"
+        engine["adaptiveBatch"] = False
+        if run == "fixed_max":
+            spec["replicas"] = hi
+        elif run == "fixed_min":
+            spec["replicas"] = lo
+    spec["replicas"] = min(max(int(spec.get("replicas", lo)), lo), hi)
+    validate(spec)
+    return spec
+
+
+def body(namespace: str, run: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The ModelDeployment object to create."""
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.MD_KIND,
+        "metadata": {"name": md_name(run), "namespace": namespace},
+        "spec": dict(spec),
+    }
+
+
+def deployment(spec: Mapping[str, Any]) -> Deployment:
+    """The simulator's view of a run's spec (`cascade simulate -f` reads it the same)."""
+    return from_spec(validate(spec))
+
+
+def from_document(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec of the first ModelDeployment in a parsed YAML stream's documents."""
+    if doc.get("kind") != c.MD_KIND or not isinstance(doc.get("spec"), dict):
+        raise ValueError("not a ModelDeployment with a spec")
+    return copy.deepcopy(doc["spec"])
