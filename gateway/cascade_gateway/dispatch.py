@@ -85,6 +85,7 @@ async def run(
             progress.dispatched = True
         request = attempt_request(job.request, len(tally.tried), sent)
         tally.tried.append(url)
+        before = len(sent.token_ids)
         try:
             async with aclosing(upstream.generate(gw.http(), url, request)) as chunks:
                 async for chunk in chunks:
@@ -96,7 +97,8 @@ async def run(
                         yield chunk
         except upstream.Failed as exc:
             gw.pool.avoid(url, exc.cool_down, exc.detail)
-            _after_failure(gw, job, url, exc, tally, sent, streamed=not buffered)
+            fresh = len(sent.token_ids) > before  # this backend had streamed tokens
+            _after_failure(gw, job, url, exc, tally, sent, fresh=fresh, streamed=not buffered)
             continue
         finally:
             gw.scheduler.release(url, cls)
@@ -113,12 +115,17 @@ def _after_failure(
     tally: _Tally,
     sent: Delivered,
     *,
+    fresh: bool,
     streamed: bool,
 ) -> None:
-    """Count what happened; raise when the request may not go on elsewhere."""
+    """Count what happened; raise when the request may not go on elsewhere.
+
+    A move is a hand-back, or a failure after the backend streamed tokens; a failure
+    before that (refused, unreachable) is a failed attempt, also for a resumed request.
+    """
     rid = job.request.request_id
     moved = isinstance(exc, upstream.Moved)
-    if moved or sent.token_ids:
+    if moved or fresh:
         tally.migrations += 1
         going_on = tally.migrations <= gw.config.max_migrations
         if not moved:
@@ -132,11 +139,10 @@ def _after_failure(
             tally.migrations, gw.config.max_migrations,
             "resuming elsewhere" if going_on else "giving up", exc.detail,
         )  # fmt: skip
-        if going_on:
-            return
-        if streamed and sent.token_ids:
-            raise StreamBroken(f"{exc.detail}; moved {tally.migrations - 1} time(s) already")
-        raise errors.upstream_failed(exc.detail, len(tally.tried))
+        if not going_on:
+            _give_up(f"{exc.detail}; moved {tally.migrations - 1} time(s) already",
+                     len(tally.tried), sent, streamed)  # fmt: skip
+        return
     tally.failures += 1
     attempts = gw.config.max_attempts
     retried = tally.failures < attempts
@@ -146,7 +152,14 @@ def _after_failure(
         rid, url, tally.failures, attempts, "retrying" if retried else "giving up", exc.detail,
     )  # fmt: skip
     if not retried:
-        raise errors.upstream_failed(exc.detail, tally.failures)
+        _give_up(exc.detail, tally.failures, sent, streamed)
+
+
+def _give_up(detail: str, attempts: int, sent: Delivered, streamed: bool) -> None:
+    """A stream that reached the client ends with an error event; anything else is 502."""
+    if streamed and sent.token_ids:
+        raise StreamBroken(detail)
+    raise errors.upstream_failed(detail, attempts)
 
 
 def _observe(gw: Gateway, job: Job, progress: Progress, chunk: GenerateChunk) -> None:

@@ -153,3 +153,21 @@ def test_a_hand_back_before_any_token_is_a_plain_retry_not_a_failed_attempt() ->
         assert run.gw.metrics.backend_failures.labels("yes")._value.get() == 0
 
     run_with([leaving, staying], test, max_attempts=1)
+
+
+def test_a_resume_refused_by_a_backend_is_a_failed_attempt_not_another_move() -> None:
+    leaving = FakeWorker("a", mode="migrate_after", die_after=1, fail_times=1)
+    refusing = FakeWorker("b", mode="503", fail_times=1, running_reported=1)
+    staying = FakeWorker("c", running_reported=2)
+
+    async def test(run: Running, http: aiohttp.ClientSession) -> None:
+        text, _ = await stream_text(run, {"prompt": "hi", "max_tokens": 3})
+        assert text == "a0 c1 c2 "
+        assert refusing.received[0].resume == staying.received[0].resume == Resume(
+            token_ids=[100], text_chars=3
+        )
+        assert staying.received[0].request_id.endswith("-2")
+        assert migrations(run, "drain") == 1
+        assert run.gw.metrics.backend_failures.labels("yes")._value.get() == 1
+
+    run_with([leaving, refusing, staying], test, max_migrations=1)
