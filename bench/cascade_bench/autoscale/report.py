@@ -72,6 +72,7 @@ def header(doc: Mapping[str, Any]) -> list[str]:
     peak = max(p[1] for p in pr["curve"])
     n, cls = ld["sent_requests"], ld["sent_classes"]
     sim = doc["simulate"]["config"]
+    end = "end" if ld["duration_s"] is None else f"+{ld['duration_s']:g} s"
 
     def slo_text(c: str) -> str:
         s = slo.get(c, {})
@@ -79,7 +80,7 @@ def header(doc: Mapping[str, Any]) -> list[str]:
         return f"TTFT {s.get('ttft_s', 0):g} s, ITL {itl}"
 
     return [
-        f"autoscale: {Path(ld['trace']).name} [{ld['start_s']:g} s, +{ld['duration_s']:g} s], "
+        f"autoscale: {Path(ld['trace']).name} [{ld['start_s']:g} s, {end}], "
         f"rate x{ld['rate_scale']:.3f} ({ld['rate_rule']}): {n} requests "
         f"({cls['interactive']} interactive, {cls['batch']} batch); busiest minute needs "
         f"{ld['peak_instances_demand']:.2f} instances at full speed "
