@@ -1,11 +1,11 @@
 """A draining worker hands its streams back and the gateway resumes them elsewhere.
 
-First the pure rule (serving/migration.py): which requests go at once when a drain
-starts. Then the whole path in one process, without a cluster: two real workers with a
-real tiny engine (slowed to 10 ms a step so a drain lands mid-stream) behind a real
-gateway; greedy streams run once uninterrupted, then again while one worker is told
-to drain: every stream completes, and each client's text equals its uninterrupted
-run's.
+First the rule (serving/migration.py): which requests go when a drain starts, and that
+it looks again while the drain lasts. Then the whole path in one process, without a
+cluster: two real workers with a real tiny engine (slowed to 10 ms a step so a drain
+lands mid-stream) behind a real gateway; greedy streams run once uninterrupted, then
+again while one worker is told to drain: every stream completes, and each client's text
+equals its uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -19,29 +19,63 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 from engine_harness import make_model
 from gateway_fakes import MODEL, gateway_config, sse_events
-from serving_harness import Worker, run, worker
+from serving_harness import FakeCore, Worker, run, worker
 
 from cascade_gateway.handlers import GATEWAY_KEY
 from cascade_gateway.main import build_app
-from cascade_protocol.generate import GenerateChunk
+from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
 from cascade_worker.engine.protocol import EngineCore
+from cascade_worker.serving.async_engine import AsyncEngine
 from cascade_worker.serving.factory import EngineOptions, default_engine_factory
 from cascade_worker.serving.migration import InFlightRequest, migrate_now
+from cascade_worker.serving.stream import RequestStream
 
 STREAMS = 8
 MAX_TOKENS = 60
 
 
-def test_migrate_now_moves_unstarted_and_too_long_requests() -> None:
+def test_migrate_now_moves_unstarted_stuck_and_too_long_requests() -> None:
     requests = [
-        InFlightRequest("queued", remaining_tokens=10, started=False),
-        InFlightRequest("short", remaining_tokens=10, started=True, tokens_per_s=20.0),
-        InFlightRequest("long", remaining_tokens=500, started=True, tokens_per_s=20.0),
-        InFlightRequest("no-rate", remaining_tokens=500, started=True),
+        InFlightRequest("queued", remaining_tokens=10, tokens_per_s=0.0),
+        InFlightRequest("short", remaining_tokens=10, tokens_per_s=20.0),
+        InFlightRequest("long", remaining_tokens=500, tokens_per_s=20.0),
+        InFlightRequest("no-rate-yet", remaining_tokens=500, tokens_per_s=None),
     ]
     assert migrate_now(requests, seconds_left=5.0) == ["queued", "long"]
-    assert migrate_now(requests, seconds_left=0.0) == ["queued", "short", "long"]
+    assert migrate_now(requests, seconds_left=0.1) == ["queued", "short", "long"]
     assert migrate_now(requests, seconds_left=100.0) == ["queued"]
+
+
+def test_a_drain_looks_again_as_streams_slow_down() -> None:
+    """Streams that could finish at the rate they had go later, once they slow down."""
+
+    async def go() -> None:
+        core = FakeCore(step_s=0.01, max_batch=8, max_model_len=10_000)
+        engine = AsyncEngine(core)
+        await engine.start()
+        streams = [await engine.submit(req(f"r{i}", 300)) for i in range(4)]
+        readers = [asyncio.ensure_future(collect(s)) for s in streams]
+        await asyncio.sleep(0.3)  # ~100 tokens/s each: 3 s left, in a 10 s deadline
+        core.step_s = 0.05  # now 20 tokens/s: they cannot make it
+        started = asyncio.get_running_loop().time()
+        assert await engine.drain(10.0) == 4
+        waited = asyncio.get_running_loop().time() - started
+        assert 1.0 <= waited < 3.0  # handed back at a later look, not at the deadline
+        finals = [(await r)[-1] for r in readers]
+        assert all(c.finish_reason == FinishReason.MIGRATE for c in finals)
+        await engine.stop()
+
+    run(go)
+
+
+def req(rid: str, max_tokens: int) -> GenerateRequest:
+    return GenerateRequest.model_validate(
+        {"request_id": rid, "prompt": "a b", "params": {"max_tokens": max_tokens}}
+    )
+
+
+async def collect(stream: RequestStream) -> list[GenerateChunk]:
+    return [chunk async for chunk in stream]
 
 
 class SlowCore:

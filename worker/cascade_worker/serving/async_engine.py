@@ -33,7 +33,7 @@ from cascade_worker.serving.engine_thread import EngineThread, settle
 from cascade_worker.serving.errors import NotServing, QueueFull
 from cascade_worker.serving.local_autoscaler import LocalAutoscaler
 from cascade_worker.serving.metrics import LoadNow, ServingMetrics, TokenRate
-from cascade_worker.serving.migration import InFlightRequest, migrate_now
+from cascade_worker.serving.migration import drain_requests
 from cascade_worker.serving.stream import InFlight, RequestStream
 
 log = logging.getLogger(__name__)
@@ -208,34 +208,10 @@ class AsyncEngine:
     # -- drain and stop -------------------------------------------------------------
 
     async def drain(self, timeout_s: float) -> int:
-        """Stop admitting and let in-flight requests finish; hand back (MIGRATE) those
-        that cannot before the deadline at once, and what is left at the deadline.
-        Returns how many were handed back."""
+        """Stop admitting and let in-flight requests finish; hand back (MIGRATE) what
+        cannot before the deadline (migration.py). Returns how many were handed back."""
         self.draining = True
-        requests = self._requests
-        now = requests.streams()
-        early = migrate_now(
-            [
-                InFlightRequest(s.request_id, s.max_tokens - s.completion_tokens,
-                                s.last_token_at is not None, s.decode_rate())
-                for s in now
-            ],
-            timeout_s,
-        )  # fmt: skip
-        if early:
-            log.info(
-                "drain: handing back %d of %d request(s) that cannot finish in %.1fs",
-                len(early), len(now), timeout_s,
-            )  # fmt: skip
-            requests.migrate(early, "migrate: instance draining")
-        try:
-            await asyncio.wait_for(requests.idle.wait(), timeout_s)
-            return len(early)
-        except TimeoutError:
-            left = [s.request_id for s in requests.streams()]
-            log.warning("drain deadline: handing back %d request(s)", len(left))
-            requests.migrate(left, "migrate: drain deadline")
-            return len(early) + len(left)
+        return await drain_requests(self._requests, timeout_s)
 
     async def stop(self) -> None:
         """End the engine thread (after its current step); unfinished requests ABORT."""
