@@ -28,7 +28,7 @@ class RequestStream:
     ) -> None:
         self.request_id = request_id
         self.request_class = request_class  # whose ITL SLO its tokens answer to
-        self.max_tokens = max_tokens  # what it may still take, at a drain (migration.py)
+        self.max_tokens = max_tokens  # its length bound, for a drain to weigh (migration.py)
         self.submitted = submitted  # monotonic admission time: TTFT counts from here
         self.first_token_at: float | None = None  # with tokens_here: its decode rate
         self.last_token_at: float | None = None  # for ITL; None until the first token
