@@ -4,9 +4,9 @@ A ModelDeployment of 4 instances (no `maxReplicas`: `kubectl scale` owns the cou
 serves STREAMS greedy streaming requests through its gateway, each long enough to
 outlast a leaving worker's drain grace (--request-drain-seconds, 20 s, after the 2 s
 readiness grace). While they run, `kubectl scale md --replicas 1`: the three deleted
-workers hand their streams back (FinishReason.MIGRATE; those that cannot finish in the
-grace at once) and the gateway resumes each on the survivor, which prefills prompt +
-tokens so far. Every accepted request must complete with finish_reason "length" and
+workers hand back (FinishReason.MIGRATE) each stream as soon as it cannot finish in the
+grace, and the gateway resumes it on the survivor, which prefills prompt + tokens so
+far. Every accepted request must complete with finish_reason "length" and
 MAX_TOKENS tokens, and each stream's text must equal the same request's output from
 an uninterrupted run: the same requests again, afterwards, on the one instance left.
 The test prints the migrations the gateway counted and the timings.
