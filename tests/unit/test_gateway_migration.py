@@ -163,8 +163,10 @@ def test_a_resume_refused_by_a_backend_is_a_failed_attempt_not_another_move() ->
     async def test(run: Running, http: aiohttp.ClientSession) -> None:
         text, _ = await stream_text(run, {"prompt": "hi", "max_tokens": 3})
         assert text == "a0 c1 c2 "
-        assert refusing.received[0].resume == staying.received[0].resume == Resume(
-            token_ids=[100], text_chars=3
+        assert (
+            refusing.received[0].resume
+            == staying.received[0].resume
+            == Resume(token_ids=[100], text_chars=3)
         )
         assert staying.received[0].request_id.endswith("-2")
         assert migrations(run, "drain") == 1
