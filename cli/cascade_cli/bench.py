@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from cascade_cli import bench_autoscale, bench_capacity
+from cascade_cli import bench_autoscale, bench_capacity, replay_flags
 from cascade_cli.bench_json import write_json
 
 
@@ -257,24 +257,12 @@ def _replay(args: argparse.Namespace) -> int:
     from cascade_bench.replay.prompts import TokenRange
     from cascade_bench.replay.report import dry_run_report, report
     from cascade_bench.replay.run import ReplayConfig, dry_run, run_sync
-    from cascade_bench.replay.scale import Scaling
 
     if not args.dry_run and not args.url:
         raise ValueError("--url is required (or --dry-run)")
     if args.timeout_s <= 0 or args.retry_429 < 0:
         raise ValueError("--timeout-s must be > 0 and --retry-429 >= 0")
-    scaling = Scaling(
-        start_s=args.start_s,
-        duration_s=args.duration_s,
-        speedup=args.speedup,
-        max_requests=args.max_requests,
-        context_scale=args.context_scale,
-        output_scale=args.output_scale,
-        max_prompt_tokens=args.max_prompt_tokens,
-        max_output_tokens=args.max_output_tokens,
-        batch_fraction=args.batch_fraction,
-        seed=args.seed,
-    )
+    scaling = replay_flags.scaling(args)
     ms = 1e-3
     cfg = ReplayConfig(
         trace=args.trace,

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from cascade_cli import replay_flags
 from cascade_cli.bench_json import write_json
 from cascade_sim import policies
 from cascade_sim import workload as wl
@@ -124,18 +125,7 @@ def workload(
     from cascade_bench.replay.trace import load_trace
 
     trace = load_trace(args.trace)
-    scaling = Scaling(
-        start_s=args.start_s,
-        duration_s=args.duration_s,
-        speedup=args.speedup,
-        max_requests=args.max_requests,
-        context_scale=args.context_scale,
-        output_scale=args.output_scale,
-        max_prompt_tokens=args.max_prompt_tokens,
-        max_output_tokens=args.max_output_tokens,
-        batch_fraction=args.batch_fraction,
-        seed=args.seed,
-    )
+    scaling = replay_flags.scaling(args)
 
     def arrivals(s: Scaling) -> list[wl.Arrival]:
         return [
