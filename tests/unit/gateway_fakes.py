@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
 
+import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
@@ -220,3 +222,17 @@ def sse_events(body: str) -> list[object]:
             data = block[len("data: ") :]
             out.append(data if data == "[DONE]" else json.loads(data))
     return out
+
+
+def run_with(
+    workers: list[FakeWorker],
+    test: Callable[[Running, aiohttp.ClientSession], Awaitable[None]],
+    **config: Any,
+) -> None:
+    """Run `test` against a gateway in front of `workers`, with a client session."""
+
+    async def go() -> None:
+        async with running(workers, **config) as run, aiohttp.ClientSession() as http:
+            await test(run, http)
+
+    asyncio.run(go())

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 import openai
 import pytest
-from gateway_fakes import MODEL, FakeWorker, Running, gateway_config, running, sse_events
+from gateway_fakes import MODEL, FakeWorker, Running, gateway_config, run_with, running, sse_events
 
 from cascade_gateway.main import build_app
 from cascade_protocol.generate import RequestClass
@@ -26,18 +26,6 @@ INTERACTIVE, BATCH = RequestClass.INTERACTIVE, RequestClass.BATCH
 pytestmark = pytest.mark.timeout(60)
 
 COMPLETION = {"model": MODEL, "prompt": "hi", "max_tokens": 2}
-
-
-def run_with(
-    workers: list[FakeWorker],
-    test: Callable[[Running, aiohttp.ClientSession], Awaitable[None]],
-    **config: Any,
-) -> None:
-    async def go() -> None:
-        async with running(workers, **config) as run, aiohttp.ClientSession() as http:
-            await test(run, http)
-
-    asyncio.run(go())
 
 
 async def post(

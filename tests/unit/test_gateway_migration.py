@@ -9,32 +9,18 @@ function, tested first.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import openai
 import pytest
-from gateway_fakes import MODEL, FakeWorker, Running, running, sse_events
+from gateway_fakes import MODEL, FakeWorker, Running, run_with, sse_events
 
 from cascade_gateway.resume import Delivered, attempt_request
 from cascade_protocol.generate import GenerateChunk, GenerateRequest, Resume
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def run_with(
-    workers: list[FakeWorker],
-    test: Callable[[Running, aiohttp.ClientSession], Awaitable[None]],
-    **config: Any,
-) -> None:
-    async def go() -> None:
-        async with running(workers, **config) as run, aiohttp.ClientSession() as http:
-            await test(run, http)
-
-    asyncio.run(go())
 
 
 def migrations(run: Running, reason: str) -> float:
