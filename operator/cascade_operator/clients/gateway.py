@@ -8,18 +8,12 @@ answers something that does not parse) is left out of this tick.
 
 from __future__ import annotations
 
-import json
-import logging
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from pydantic import ValidationError
-
 from cascade_api import constants as c
+from cascade_operator.clients.http import get_typed, pod_url
 from cascade_protocol.gateway_load import GATEWAY_LOAD_PATH, GatewayLoad
-
-log = logging.getLogger(__name__)
 
 
 class GatewayClient:
@@ -29,14 +23,7 @@ class GatewayClient:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="gateway-http")
 
     def load(self, ip: str) -> GatewayLoad | None:
-        host = f"[{ip}]" if ":" in ip else ip
-        url = f"http://{host}:{self.port}{GATEWAY_LOAD_PATH}"
-        try:
-            with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:
-                return GatewayLoad.model_validate(json.loads(resp.read()))
-        except (OSError, ValueError, ValidationError) as err:
-            log.debug("gateway %s load: %s", url, err)
-            return None
+        return get_typed(pod_url(ip, self.port, GATEWAY_LOAD_PATH), GatewayLoad, self.timeout_s)
 
     def loads(self, ips: Sequence[str]) -> list[GatewayLoad]:
         """The reports of every gateway pod that answers, asked at once."""

@@ -12,7 +12,6 @@ Orders are at-least-once, so a 409 ("already doing that") counts as delivered.
 from __future__ import annotations
 
 import json
-import logging
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -20,13 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import ValidationError
-
 from cascade_api import constants as c
+from cascade_operator.clients.http import get_typed, pod_url
 from cascade_protocol.control import ManifestInfo
 from cascade_protocol.status import STATUS_PATH, WorkerStatus
 
-log = logging.getLogger(__name__)
 Body = dict[str, Any]
 
 
@@ -69,23 +66,11 @@ class WorkerClient:
             except ValueError:
                 return err.code, raw.decode(errors="replace")
 
-    def _get(self, ip: str, path: str) -> Body | None:
-        try:
-            code, doc = self._call(
-                "GET", f"http://{ip}:{c.WORKER_PORT}{path}", None, self.timeout_s
-            )
-        except (OSError, ValueError):
-            return None
-        return doc if code == 200 and isinstance(doc, dict) else None
-
     def status(self, ip: str | None) -> WorkerStatus | None:
         """GET /v1/status, or None when the worker cannot be reached or answers badly."""
-        doc = self._get(ip, STATUS_PATH) if ip else None
-        try:
-            return WorkerStatus.model_validate(doc) if doc is not None else None
-        except ValidationError as err:
-            log.warning("worker %s answered a status that does not parse: %s", ip, err)
+        if not ip:
             return None
+        return get_typed(pod_url(ip, c.WORKER_PORT, STATUS_PATH), WorkerStatus, self.timeout_s)
 
     def statuses(self, ips: Sequence[str | None]) -> list[WorkerStatus | None]:
         """Every worker's status, asked in parallel (one slow worker costs one timeout)."""
@@ -93,12 +78,8 @@ class WorkerClient:
 
     def manifest(self, ip: str) -> ManifestInfo | None:
         """GET /v1/control/manifest of a holder: its digest and block table."""
-        doc = self._get(ip, "/v1/control/manifest")
-        try:
-            return ManifestInfo.model_validate(doc) if doc is not None else None
-        except ValidationError as err:
-            log.warning("worker %s answered a manifest that does not parse: %s", ip, err)
-            return None
+        url = pod_url(ip, c.WORKER_PORT, "/v1/control/manifest")
+        return get_typed(url, ManifestInfo, self.timeout_s)
 
     def send(self, order: Order) -> Delivery:
         url = f"http://{order.address}{order.path}"
