@@ -29,9 +29,14 @@ def labels(md: str, component: str) -> dict[str, str]:
     }
 
 
+def component_selector(md: str, component: str) -> str:
+    """The label selector string of one component's pods."""
+    return ",".join(f"{k}={v}" for k, v in selector_labels(md, component).items())
+
+
 def worker_selector(md: str) -> str:
     """The /scale subresource's selector string (status.selector)."""
-    return ",".join(f"{k}={v}" for k, v in selector_labels(md, c.COMPONENT_WORKER).items())
+    return component_selector(md, c.COMPONENT_WORKER)
 
 
 def owner_reference(ref: MdRef) -> Manifest:

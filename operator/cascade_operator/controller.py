@@ -23,6 +23,7 @@ from cascade_api.base import utcnow
 from cascade_api.modeldeployment import ModelDeploymentSpec, ModelDeploymentStatus
 from cascade_api.scaling import AutoscalerOwner
 from cascade_operator import builders, instances
+from cascade_operator.autoscale import observe
 from cascade_operator.autoscale.tick import Autoscaler
 from cascade_operator.clients.kube import Body, Cluster
 from cascade_operator.clients.workers import WorkerClient
@@ -150,8 +151,7 @@ class Controller:
         self, ref: MdRef, spec: ModelDeploymentSpec | None, pods: list[PodView]
     ) -> dict[str, int]:
         """Per-pod load for choosing scale-down victims; asked only when shrinking."""
-        alive = [p for p in pods if not p.terminating and not p.failed]
-        if spec is None or spec.replicas >= len(alive):
+        if spec is None or spec.replicas >= len(observe.alive(pods)):
             return {}
         return self.autoscaler.in_flight(ref)
 

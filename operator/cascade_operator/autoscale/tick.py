@@ -112,8 +112,6 @@ class Autoscaler:
         return counts
 
     def _gateway_ips(self, ref: MdRef) -> list[str]:
-        selector = ",".join(
-            f"{k}={v}" for k, v in builders.selector_labels(ref.name, c.COMPONENT_GATEWAY).items()
-        )
+        selector = builders.component_selector(ref.name, c.COMPONENT_GATEWAY)
         pods = [PodView.of(p) for p in self.cluster.list_pods(ref.namespace, selector)]
         return [p.ip for p in pods if p.running and p.ip]
