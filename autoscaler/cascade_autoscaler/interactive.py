@@ -3,31 +3,36 @@
 Interactive requests are never queued (Chiron's zero-queuing rule), so spare capacity
 must exist before a burst arrives. Interactive backpressure
 
-    IBP = B / N,   B = instances running interactive requests,  N = interactive + mixed
+    IBP = B / N,   N = interactive + mixed instances (starting ones included)
 
-is held in the band [Θ - δ, Θ + δ]; 1 - Θ is the over-provisioned share. N counts
-instances still starting, so a tick during a cold start does not order them again.
+is held in the band [Θ - δ, Θ + δ]; 1 - Θ is the over-provisioned share.
+
+**B, in instances of occupancy** (`occupancy`). Chiron's B counts instances running
+interactive requests. Its router packs them, so in a large fleet that count is the
+interactive load in instances, rounded up per instance. In a fleet of a few instances
+the rounding is the whole signal: 3 short requests on an instance with room for 32 make
+B = 1, and at Θ 0.3 any trickle holds ceil(1 / 0.3) = 4 instances (measured: the bench
+kept 4-6 instances up through minutes of trickle). So B here is the same quantity
+without the rounding: each instance's interactive in-flight over its batch cap (the
+local autoscaler's, so an instance whose cap fell counts fuller), summed, plus the
+interactive requests the gateway holds for lack of room over the mean cap. B is demand,
+not a count of instances: it exceeds N when instances are overfull or requests wait,
+which Chiron's count cannot show (it needed a "waiting means N + 1" patch that ordered
+an instance per tick during a cold start). A level, not an increment: recounting the
+same waiting requests on every tick of a cold start asks for the same N again.
 
 **Desired count.** Out of the band, N' = ceil(B / Θ): the fewest instances with
 IBP <= Θ, the band's centre, so the next small swing does not cross an edge again.
 Above the band this adds at least one instance (B/N > Θ + δ ⇒ B/Θ > N). Below it, it
-removes down to that count; if the count is still below Θ - δ (small B: 1 busy of 2 at
-Θ 0.7) it equals N and the answer is hold. Steady B therefore reaches a fixed point in
-at most one action: N' gives IBP <= Θ <= Θ + δ, and a second tick returns N' again
-whether N' is in the band or below it. A floor (N' = floor(B / Θ)) would flap: 1 busy
-at Θ 0.7 gives N' 1, IBP 1 > Θ + δ, then 2, IBP 0.5 < Θ - δ, then 1... Stabilization
+removes down to that count; if the count is still below Θ - δ (small B: 0.25 busy of 1
+at Θ 0.7) it equals N and the answer is hold. Steady B therefore reaches a fixed point
+in at most one action: N' gives IBP <= Θ <= Θ + δ, and a second tick returns N' again
+whether N' is in the band or below it. A floor (N' = floor(B / Θ)) would flap: B 1 at
+Θ 0.7 gives N' 1, IBP 1 > Θ + δ, then 2, IBP 0.5 < Θ - δ, then 1... Stabilization
 windows, keep-alive and min/max replicas apply on top, in the composed policy.
 
-**Saturation.** B <= N, so IBP cannot see demand beyond the instances it has. When
-interactive requests wait for room (`queued` > 0) no instance had any, the zero-queuing
-rule is already broken, and B counts as N + 1: every instance busy and one more
-needed. Not while an instance is still starting: the waiting requests are what it will
-take when ready, and counting them again every tick of a cold start would order an
-instance per tick (a starting instance runs nothing, so B stays what runs now).
-
 **From zero** IBP is undefined; waiting requests start one instance, the least that
-serves them, and IBP takes over once it runs (a second follows at the next tick if the
-first is busy and Θ < 1, as for any size).
+serves them, and IBP takes over once it runs.
 
 **Roles.** `split_roles` makes floor(Θ · N) instances interactive and the rest mixed:
 mixed instances are Chiron's over-provisioned capacity (interactive bursts land there;
@@ -53,7 +58,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -75,9 +80,9 @@ class InteractiveBand:
 class InteractiveObservation:
     interactive: int  # interactive-role instances, ready or starting
     mixed: int  # mixed-role instances, ready or starting
-    busy: int  # of those, instances running at least one interactive request
-    queued: int = 0  # interactive requests waiting for room anywhere
-    starting: int = 0  # of the instances, those not ready yet
+    busy: float  # B: interactive occupancy in instances, waiting requests included
+    queued: int = 0  # interactive requests waiting for room anywhere (in B already)
+    starting: int = 0  # of the instances, those not ready yet (shown in the reason)
 
 
 @dataclass(frozen=True)
@@ -108,9 +113,19 @@ class ThetaEstimate:
     reason: str
 
 
-def interactive_backpressure(busy: int, instances: int) -> float | None:
+def interactive_backpressure(busy: float, instances: int) -> float | None:
     """IBP = busy / instances; None when there are no instances."""
     return busy / instances if instances > 0 else None
+
+
+def occupancy(slots: Iterable[tuple[int, int]], queued: int, default_cap: int) -> float:
+    """B in instances: `slots` holds (interactive in flight, batch cap) per ready
+    interactive or mixed instance; waiting requests count over the mean cap, or over
+    `default_cap` (the engine's configured cap) while no instance reports one."""
+    pairs = [(max(0, used), max(1, cap)) for used, cap in slots]
+    held = sum(used / cap for used, cap in pairs)
+    mean_cap = statistics.fmean(cap for _, cap in pairs) if pairs else max(1, default_cap)
+    return held + max(0, queued) / mean_cap
 
 
 def split_roles(total: int, theta: float) -> RoleSplit:
@@ -123,8 +138,7 @@ def split_roles(total: int, theta: float) -> RoleSplit:
 def decide_interactive(obs: InteractiveObservation, band: InteractiveBand) -> InteractiveDecision:
     """Interactive + mixed instances that hold IBP in [Θ - δ, Θ + δ]."""
     n = max(0, obs.interactive) + max(0, obs.mixed)
-    saturated = obs.queued > 0 and obs.starting <= 0
-    busy = n + 1 if saturated else min(max(0, obs.busy), n)
+    busy = max(0.0, obs.busy)
     lo, hi = band.theta - band.delta, band.theta + band.delta
     target = _ceil(busy / band.theta)
     ibp = interactive_backpressure(busy, n)
@@ -132,13 +146,15 @@ def decide_interactive(obs: InteractiveObservation, band: InteractiveBand) -> In
     edges = f"band [{lo:.2f}, {hi:.2f}]"
 
     if n == 0:
-        if busy == 0:
+        if busy <= 0 and obs.queued <= 0:
             return _decision(0, band, None, "hold", "no instances and no interactive demand")
         return _decision(1, band, None, "scale_up", f"no instances, {waiting}: start 1")
     assert ibp is not None
-    counted = f"all {n} busy + 1, {waiting}" if saturated else f"{busy} of {n} busy"
-    if obs.queued > 0 and not saturated:
-        counted += f", {obs.queued} waiting for the {obs.starting} starting"
+    counted = f"B {busy:.2f} of {n}"
+    if obs.queued > 0:
+        counted += f", {waiting}"
+    if obs.starting > 0:
+        counted += f", {obs.starting} starting"
     state = f"IBP {ibp:.2f} ({counted})"
     if ibp > hi + _EPS:
         why = f"{state} above {edges}: scale up to {target} so IBP <= Θ {band.theta:.2f}"

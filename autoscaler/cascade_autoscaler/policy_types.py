@@ -61,7 +61,7 @@ class Fleet:
 class Load:
     """The interactive observation (IBP's B) and what keep-alive needs to see requests."""
 
-    busy: int  # interactive + mixed instances running at least one interactive request
+    busy: float  # IBP's B: interactive occupancy in instances (interactive.occupancy)
     queued: int = 0  # interactive requests the gateway holds for lack of room (or at zero)
     in_flight: int = 0  # requests of any class being served: batch on mixed counts here
     last_arrival_s: float | None = None  # the gateway's latest arrival of any class

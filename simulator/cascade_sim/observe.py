@@ -31,8 +31,9 @@ OUTPUT_WINDOW = 512  # finished requests behind the output-length mean and devia
 
 
 class Observer:
-    def __init__(self, cfg: SimConfig) -> None:
+    def __init__(self, cfg: SimConfig, engine_max_batch: int) -> None:
         self.cfg = cfg
+        self.engine_max_batch = engine_max_batch
         self.arrivals: Counter[int] = Counter()
         self.outputs: deque[int] = deque()
         self.out_sum = self.out_sq = 0
@@ -79,7 +80,7 @@ class Observer:
             now=now,
             replicas=len(pool.alive),
             instances=tuple(
-                InstanceView(i.role, i.phase is Phase.READY, i.inflight, i.inter)
+                InstanceView(i.role, i.phase is Phase.READY, i.inflight, i.inter, i.cap)
                 for i in pool.alive
             ),
             draining_inflight=sum(i.inflight for i in pool.draining),
@@ -97,6 +98,7 @@ class Observer:
             output_mean=mean,
             output_std=std,
             peak_tokens_per_s=self.peak_tps,
+            engine_max_batch=self.engine_max_batch,
         )
 
 

@@ -94,7 +94,7 @@ class _Sim:
         self.requests: list[Req] = []
         self.events: list[ScaleEvent] = []
         self.timeline: list[dict[str, Any]] = []
-        self.observer = Observer(cfg)
+        self.observer = Observer(cfg, dep.engine_max_batch)
 
     # The loop.
 

@@ -5,7 +5,8 @@ load report and the pods: instances by role and readiness, the queues, what is i
 flight, arrivals, output lengths. `context` turns it into `AutoscaleContext` the way
 cascade_operator.autoscale.observe does, with its decisions where a report is silent:
 
-- IBP's B: instances that are not batch-role with an interactive request in flight;
+- IBP's B: `interactive.occupancy` of the instances that are not batch-role (their
+  interactive in flight over their cap) and the gateway's interactive queue;
 - Algorithm 2's instance throughput: the highest decode tokens/s any instance has
   reported so far (100 before any report); mixed spare capacity counts 0;
 - output lengths: mean and deviation of recently finished requests; before any finished,
@@ -19,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from cascade_autoscaler.batch_queue import BatchQueueContext, QueuedBatchRequest
+from cascade_autoscaler.interactive import occupancy
 from cascade_autoscaler.policy_types import Arrivals, AutoscaleContext, AutoscaleSpec, Fleet, Load
 
 DEFAULT_INSTANCE_TOKENS_PER_S = 100.0  # as the operator, before any instance reported
@@ -30,6 +32,7 @@ class InstanceView:
     ready: bool
     inflight: int  # requests the gateway sent there, not finished (any class)
     interactive: int  # of those, interactive
+    cap: int = 1  # the local autoscaler's batch cap now
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class View:
     output_mean: float | None  # of recently finished requests; None: none finished yet
     output_std: float
     peak_tokens_per_s: float | None  # highest decode tokens/s an instance reported
+    engine_max_batch: int = 1  # engine.maxBatchSize: sizes the queue before any cap report
 
     @property
     def ready(self) -> int:
@@ -74,7 +78,11 @@ def context(v: View, spec: AutoscaleSpec) -> AutoscaleContext:
         starting=sum(1 for i in v.instances if not i.ready),
     )
     load = Load(
-        busy=sum(1 for i in v.instances if i.role != "batch" and i.interactive > 0),
+        busy=occupancy(
+            ((i.interactive, i.cap) for i in v.instances if i.role != "batch" and i.ready),
+            v.queued_interactive,
+            v.engine_max_batch,
+        ),
         queued=v.queued_interactive,
         in_flight=v.inflight,
         last_arrival_s=v.last_arrival_s,

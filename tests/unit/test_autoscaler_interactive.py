@@ -16,13 +16,14 @@ from cascade_autoscaler.interactive import (
     auto_theta,
     decide_interactive,
     interactive_backpressure,
+    occupancy,
     split_roles,
 )
 
 BAND = InteractiveBand(theta=0.7, delta=0.1)
 
 
-def tick(n: int, busy: int, band: InteractiveBand = BAND, queued: int = 0) -> InteractiveDecision:
+def tick(n: int, busy: float, band: InteractiveBand = BAND, queued: int = 0) -> InteractiveDecision:
     """One tick with the current instances split by role as the policy would."""
     roles = split_roles(n, band.theta)
     d = decide_interactive(
@@ -75,10 +76,32 @@ def test_float_noise_does_not_add_an_instance() -> None:
     assert (d.action, d.desired) == ("hold", 30)
 
 
-def test_waiting_requests_count_every_instance_busy_plus_one() -> None:
-    d = tick(10, 7, queued=3)
-    assert (d.action, d.desired) == ("scale_up", 16)  # ceil(11 / 0.7)
-    assert "3 interactive requests waiting" in d.reason
+def test_busy_is_occupancy_in_instances() -> None:
+    # Half of a 32-cap instance, a full 8-cap one, an idle one: 1.5 instances' worth.
+    assert occupancy([(16, 32), (8, 8), (0, 16)], queued=0, default_cap=32) == 1.5
+    # Overfull (slack slots queued at the worker) counts above 1: demand, not a count.
+    assert occupancy([(12, 8)], queued=0, default_cap=32) == 1.5
+    # Waiting requests count over the mean cap of the instances that report one...
+    assert occupancy([(0, 8), (0, 24)], queued=8, default_cap=99) == 0.5
+    # ...or over the engine's configured cap while none does (all still starting).
+    assert occupancy([], queued=16, default_cap=32) == 0.5
+
+
+def test_waiting_requests_scale_up_by_the_demand_they_add() -> None:
+    # 7 of 10 instances full (IBP 0.7, in band) and 16 requests waiting at cap 8: B 9.
+    d = tick(10, occupancy([(8, 8)] * 7 + [(0, 8)] * 3, 16, 8), queued=16)
+    assert (d.action, d.desired) == ("scale_up", 13)  # ceil(9 / 0.7)
+    assert "16 interactive requests waiting" in d.reason
+
+
+def test_a_trickle_holds_one_instance_not_ceil_one_over_theta() -> None:
+    # 3 short requests on one instance with room for 32, at Θ 0.3: Chiron's count
+    # (1 busy instance) would hold ceil(1 / 0.3) = 4 instances.
+    band = InteractiveBand(0.3, 0.1)
+    busy = occupancy([(3, 32), (0, 32), (0, 32), (0, 32)], 0, 32)
+    d = tick(4, busy, band)
+    assert (d.action, d.desired) == ("scale_down", 1)
+    assert tick(1, busy, band).action == "hold"
 
 
 def test_scale_from_zero_when_requests_wait() -> None:
@@ -203,10 +226,17 @@ def test_auto_theta_clamps_and_falls_back() -> None:
         auto_theta([1.0, 2.0], 0, 60)
 
 
-def test_waiting_requests_during_a_cold_start_do_not_order_an_instance_per_tick() -> None:
+def test_waiting_requests_during_a_cold_start_ask_for_the_same_count_every_tick() -> None:
     band = InteractiveBand(0.7, 0.1)
-    starting = InteractiveObservation(interactive=0, mixed=1, busy=0, queued=3, starting=1)
-    for _ in range(10):  # the first instance is still loading: hold at 1
-        assert decide_interactive(starting, band).desired <= 1
-    ready = InteractiveObservation(interactive=0, mixed=1, busy=1, queued=3, starting=0)
-    assert decide_interactive(ready, band).desired == 3  # ready and still short: N + 1 busy
+    # One instance starting (no cap reported yet), 40 waiting at the engine's cap 32.
+    starting = InteractiveObservation(
+        interactive=0, mixed=1, busy=occupancy([], 40, 32), queued=40, starting=1
+    )
+    first = decide_interactive(starting, band)
+    assert (first.action, first.desired) == ("scale_up", 2)  # ceil(1.25 / 0.7)
+    assert "1 starting" in first.reason
+    again = InteractiveObservation(
+        interactive=0, mixed=2, busy=occupancy([], 40, 32), queued=40, starting=2
+    )
+    for _ in range(10):  # the same waiting requests, recounted: a level, not an increment
+        assert decide_interactive(again, band).desired == 2

@@ -84,9 +84,10 @@ class Sim:
         last_arrival: float | None = None,
         arrivals: Arrivals | None = None,
     ) -> Recommendation:
-        """`demand`: instances' worth of interactive work; beyond the fleet it queues."""
+        """`demand`: instances' worth of interactive work (IBP's B); beyond the fleet it
+        waits at the gateway (one request per instance's worth, caps of 1)."""
         n = self.fleet.interactive + self.fleet.mixed
-        load = Load(min(demand, n), max(0, demand - n), last_arrival_s=last_arrival)
+        load = Load(float(demand), max(0, demand - n), last_arrival_s=last_arrival)
         ctx = AutoscaleContext(
             now,
             self.spec,
@@ -138,7 +139,7 @@ def test_interactive_burst_scales_up_as_fast_as_behavior_allows() -> None:
     sim = Sim(AutoscaleSpec(1, 30, behavior=rules), fleet(4))
     first = sim.tick(0.0, demand=20)
     assert first.reason == (
-        "IBP 1.25, 16 waiting > Θ+δ 0.80: 4 → 8 interactive+mixed; batch 0; "
+        "IBP 5.00, 16 waiting > Θ+δ 0.80: 4 → 29 interactive+mixed; batch 0; "
         "ScaleUpLimit caps at 6; replicas 4 → 6"
     )
     assert first.scaling_limited == Condition(True, "ScaleUpLimit")
@@ -150,12 +151,13 @@ def test_interactive_burst_scales_up_as_fast_as_behavior_allows() -> None:
     assert [w[2] - w[1] for w in sim.writes] == [2] * 5
 
 
-def test_saturated_burst_grows_by_the_ibp_step_under_default_behavior() -> None:
+def test_saturated_burst_reaches_its_level_as_fast_as_default_behavior_allows() -> None:
     sim = Sim(AutoscaleSpec(1, 100), fleet(2))
     counts = [r.replicas for r in sim.run(0.0, 9, demand=40)]
-    # all busy + requests waiting: B = N + 1, so ceil((N + 1) / 0.7) per tick, inside the
-    # default max(100 %, 4 pods) per 15 s; at 52, 40 busy is IBP 0.77, in the band: hold
-    assert counts == [5, 9, 15, 23, 35, 52, 52, 52, 52]
+    # B 40 (waiting requests included) wants ceil(40 / 0.7) = 58 at once; the default
+    # scale-up rule, max(100 %, 4 pods) per 15 s, lets it double each tick; at 58 IBP is
+    # 0.69, in the band: hold
+    assert counts == [6, 12, 24, 48, 58, 58, 58, 58, 58]
     assert all(r.scaling_limited.status is False for r in sim.run(150.0, 3, demand=40))
 
 

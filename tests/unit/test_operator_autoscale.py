@@ -73,13 +73,27 @@ def gateway(
 # The context.
 
 
-def test_busy_counts_interactive_and_mixed_instances_running_interactive_work() -> None:
+def test_busy_is_the_interactive_occupancy_of_interactive_and_mixed_backends() -> None:
+    # caps 8: a has 1 of 8, b 2 of 8 (c runs batch work only, d is batch-role: neither
+    # counts), and the 2 waiting requests count over the mean cap 8.
     load = gateway(
         [backend("a", INTER, 1), backend("b", M, 2), backend("c", M, 0, 3), backend("d", B, 0, 4)],
         queued=2,
     )
-    got = observe.load([load], now=100.0)
-    assert (got.busy, got.queued, got.in_flight) == (2, 2, 3)
+    got = observe.load([load], now=100.0, default_cap=32)
+    assert got.busy == pytest.approx(1 / 8 + 2 / 8 + 2 / 8)
+    assert (got.queued, got.in_flight) == (2, 3)
+
+
+def test_busy_adds_each_gateways_share_of_a_backend() -> None:
+    one = gateway([backend("a", M, 3)])
+    two = gateway([backend("a", M, 5)])
+    assert observe.load([one, two], now=0.0, default_cap=32).busy == pytest.approx(1.0)
+
+
+def test_waiting_requests_use_the_engines_cap_before_any_backend_reports() -> None:
+    got = observe.load([gateway(queued=16)], now=0.0, default_cap=32)
+    assert got.busy == pytest.approx(0.5)
 
 
 def test_batch_queue_turns_relative_times_into_the_operators_clock() -> None:
@@ -281,9 +295,10 @@ def test_interactive_pressure_scales_up_and_labels_roles() -> None:
         2, {"minReplicas": 1, "maxReplicas": 8, "interactiveBackpressure": {"target": 0.5}}
     )
     controller.reconcile(REF.namespace, REF.name)
-    gateways.report = gateway([backend("llama-0", M, 3), backend("llama-1", M, 2)], queued=4)
+    # both full at cap 8 and 4 waiting: B 2.5 of 2, IBP 1.25 -> ceil(2.5 / 0.5) = 5
+    gateways.report = gateway([backend("llama-0", M, 8), backend("llama-1", M, 8)], queued=4)
     status = tick(controller, cluster)
-    assert cluster.scale_writes and cluster.scale_writes[-1] > 2
+    assert cluster.scale_writes and cluster.scale_writes[-1] == 5
     roles = status["autoscaler"]["roles"]
     assert sum(roles.values()) == cluster.scale_writes[-1]
     tick(controller, cluster)  # pods created by the last tick get their labels now

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_autoscaler.batch_queue import BatchQueueContext, QueuedBatchRequest
+from cascade_autoscaler.interactive import occupancy
 from cascade_autoscaler.policy_types import (
     Arrivals,
     AutoscaleContext,
@@ -71,19 +72,22 @@ def fleet(replicas: int, pods: Sequence[PodView]) -> Fleet:
     )
 
 
-def load(loads: Sequence[GatewayLoad], now: float) -> Load:
-    """IBP's B, the interactive queue, everything in flight, and the latest arrival."""
-    busy = {
-        b.pod or b.url
-        for g in loads
-        for b in g.backends
-        if b.role is not InstanceRole.BATCH and b.interactive_in_flight > 0
-    }
+def load(loads: Sequence[GatewayLoad], now: float, default_cap: int) -> Load:
+    """IBP's B (occupancy of interactive + mixed backends, waiting requests included),
+    the interactive queue, everything in flight, and the latest arrival. `default_cap`
+    (engine.maxBatchSize) sizes the queue while no backend reports its cap."""
     interactive = RequestClass.INTERACTIVE.value
+    queued = sum(g.classes[interactive].queued for g in loads if interactive in g.classes)
+    used: dict[str, int] = {}
+    caps: dict[str, int] = {}
+    for b in (b for g in loads for b in g.backends if b.role is not InstanceRole.BATCH):
+        key = b.pod or b.url  # several gateways report the same backend: add their shares
+        used[key] = used.get(key, 0) + b.interactive_in_flight
+        caps[key] = b.max_batch
     ages = [g.demand.last_arrival_age_s for g in loads if g.demand.last_arrival_age_s is not None]
     return Load(
-        busy=len(busy),
-        queued=sum(g.classes[interactive].queued for g in loads if interactive in g.classes),
+        busy=occupancy(((used[k], caps[k]) for k in caps), queued, default_cap),
+        queued=queued,
         in_flight=sum(c.in_flight for g in loads for c in g.classes.values()),
         last_arrival_s=now - min(ages) if ages else None,
     )
@@ -165,7 +169,7 @@ def context(
         now=now,
         spec=autoscale_spec(spec),
         fleet=f,
-        load=load(loads, now),
+        load=load(loads, now, spec.engine.max_batch_size),
         batch=batch_context(loads, f, now, tokens_per_s),
         arrivals=arrivals(loads, time_to_ready(pods)),
     )
