@@ -26,16 +26,37 @@ engine gets `floor(value)`, bounded to [1, engine limit]. Where the paper is vag
   the steps decay geometrically and the batch stalls far below the inflection (from 1 on
   a curve peaking at 63 it stopped at 29, in simulation). After a growth: TBP < 1 - tol
   paces the next step by LBP alone; TBP in [1 - tol, 1] holds (growth no longer pays:
-  the inflection); TBP in (1, 1 + tol] steps back to the reference cap, which did at
-  least as well; TBP > 1 + tol halves. After a decrease: a drop beyond the tolerance is
+  the inflection); TBP in (1, 1 + margin] steps back to the reference cap, which did at
+  least as well; TBP > 1 + margin halves (margin: see Noise; both wait for a second
+  window at the cap). After a decrease: a drop beyond the tolerance is
   the expected price of halving on the rising side, not backpressure (literally, it
   would halve again, down to 1), so LBP paces; a rise beyond it means we were past the
   inflection, and max(LBP, TBP) paces a cautious climb back, as in the paper; in
   between, hold.
-- **Noise.** `tolerance` is the throughput noise band above. LBP is not smoothed (a
-  violation must act at once; the EWMA on the batch already damps), and LBP >= 1 halves,
-  as the paper's `< 1` test says. A window with fewer than `min_tokens` decoded tokens is
-  not judged: `measured=False`, and the worker keeps accumulating the same window.
+- **Noise: a throughput loss must be told apart from the windows' own spread.** One
+  0.5 s window of a busy engine swings by 10-20 % (a decode step more or less, prefills
+  of new requests, a neighbour on the CPU); read raw, one low window halved the cap, and
+  a worker under a tight SLO sawed between half and full of the batch that meets it.
+  So TBP is backpressure (halves) only when the loss is beyond a noise margin measured
+  from the samples themselves:
+
+      margin = max(tolerance, noise_z · cv · sqrt(1/n + 1/n_ref))
+
+  with `cv` the coefficient of variation of the current cap's per-window throughputs
+  (sample standard deviation / mean), `n` and `n_ref` the windows behind the two means
+  (capped at `samples`): twice the relative standard error of TBP, about 95 %. With one
+  window at the current cap there is no spread to judge by: a loss is *unconfirmed*,
+  and the cap holds for a second window (it neither halves nor steps back, nor grows).
+  A real loss therefore acts on the second window at the latest when the windows agree,
+  later the noisier they are; a loss after a growth that is within the margin steps
+  back to the reference cap (the growth did not pay), which is the safe move, rather
+  than halving. `tolerance` stays the floor of the band (two identical windows are not
+  infinitely precise) and the width of the "flat" band on the gain side.
+  LBP is not smoothed and not confirmed: an SLO violation is not noise, it must act at
+  once (the EWMA on the batch already damps), and LBP >= 1 halves on the window that
+  shows it, as the paper's `< 1` test says. A window with fewer than `min_tokens`
+  decoded tokens is not judged: `measured=False`, and the worker keeps accumulating the
+  same window.
 - **Idle.** No running requests: hold and keep the reference (the capacity curve has not
   changed because demand paused).
 - **Binding.** Throughput measures the cap only when the cap limits the batch (running
@@ -67,6 +88,7 @@ class BatchLimits:
     tolerance: float = 0.05  # TBP within 1 ± tolerance is "flat" (noise band)
     min_tokens: int = 8  # a window with fewer decoded tokens is not judged
     samples: int = 8  # throughput is averaged over up to this many windows per cap
+    noise_z: float = 2.0  # a throughput loss must exceed this many standard errors of TBP
     default_itl_slo_s: float | None = None  # used when no running request has an ITL SLO
 
 
@@ -89,6 +111,8 @@ class BatchState:
     ref_throughput: float | None = None  # its mean throughput: "previous throughput"
     throughput: float | None = None  # mean throughput measured at the current cap
     samples: int = 0  # binding windows behind that mean
+    variance: float = 0.0  # their (population) variance, running then EWMA like the mean
+    ref_samples: int = 1  # windows behind ref_throughput (capped at limits.samples)
 
     @property
     def max_batch(self) -> int:
@@ -141,6 +165,17 @@ def throughput_backpressure(
     return tbp, f"vs batch {state.ref_batch}"
 
 
+def noise_margin(state: BatchState, limits: BatchLimits) -> float | None:
+    """How far above 1 TBP must be to count as a loss, from the spread of the current
+    cap's windows (see Noise in the module docstring); None with one window: unknown."""
+    n = min(state.samples, max(1, limits.samples))
+    if n < 2 or state.throughput is None or state.throughput <= 0:
+        return None
+    cv = math.sqrt(max(0.0, state.variance) * n / (n - 1)) / state.throughput
+    ref_n = min(max(1, state.ref_samples), max(1, limits.samples))
+    return max(limits.tolerance, limits.noise_z * cv * math.sqrt(1 / n + 1 / ref_n))
+
+
 def step(
     state: BatchState, obs: BatchObservation, limits: BatchLimits
 ) -> tuple[BatchState, BatchDecision]:
@@ -160,15 +195,20 @@ def step(
     tbp, tbp_note = throughput_backpressure(state, state.throughput if binding else None, limits)
     bp = max(lbp, tbp if tbp is not None else 0.0)
     grew = state.ref_batch is not None and cap > state.ref_batch
-    tail = f"LBP {lbp:.2f}, TBP {_fmt(tbp)} ({tbp_note})"
+    margin = noise_margin(state, limits) if tbp is not None else None
+    loss = tbp is not None and tbp > 1 and (grew or tbp > 1 + limits.tolerance)
+    tail = f"LBP {lbp:.2f}, TBP {_fmt(tbp)} ({tbp_note}"
+    tail += f", noise margin {margin:.2f})" if margin is not None else ")"
 
     value = state.value
     action: Action = "hold"
-    if lbp >= 1 or (tbp is not None and tbp > 1 + limits.tolerance):
+    if lbp >= 1 or (tbp is not None and margin is not None and tbp > 1 + margin):
         base = state.value if binding else min(state.value, float(obs.running))
         value, action = base / 2, "halve"
-        why = "ITL over SLO" if lbp >= 1 else "throughput fell as the batch grew"
+        why = "ITL over SLO" if lbp >= 1 else "throughput fell beyond noise as the batch grew"
         reason = f"{why}: halve {math.floor(base)} -> {_cap(value, limits)}; {tail}"
+    elif loss and margin is None:
+        reason = f"throughput fell in one window at batch {cap}: unconfirmed, hold; {tail}"
     elif not binding:
         reason = f"cap {cap} not binding ({obs.running} running): no evidence to grow; {tail}"
     elif grew and tbp is not None and tbp > 1 and state.ref_batch is not None:
@@ -192,19 +232,24 @@ def step(
             new,
             ref_batch=cap if measured else None,
             ref_throughput=state.throughput,
+            ref_samples=max(1, min(state.samples, limits.samples)),
             throughput=None,
             samples=0,
+            variance=0.0,
         )
     decision = BatchDecision(new.max_batch, lbp, tbp, bp, action, reason, measured=True)
     return new, decision
 
 
 def _with_sample(state: BatchState, throughput: float, window: int) -> BatchState:
-    """Running mean of the current cap's throughput, an EWMA of weight 1/window later."""
+    """Running mean and variance of the current cap's throughput (Welford), EWMAs of
+    weight 1/window later: with w = 1/n the variance update is exactly Welford's."""
     n = state.samples + 1
     old = state.throughput if state.throughput is not None else throughput
-    mean = old + (throughput - old) / min(n, max(1, window))
-    return replace(state, throughput=mean, samples=n)
+    w = 1 / min(n, max(1, window))
+    delta = throughput - old
+    variance = (1 - w) * (state.variance + w * delta * delta)
+    return replace(state, throughput=old + w * delta, samples=n, variance=variance)
 
 
 def _ewma_grow(value: float, backpressure: float, limits: BatchLimits) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import statistics
 from collections.abc import Callable
 
 import pytest
@@ -13,6 +14,7 @@ from cascade_autoscaler.batch_size import (
     BatchObservation,
     BatchState,
     initial_state,
+    noise_margin,
     step,
 )
 
@@ -107,13 +109,89 @@ def test_fractional_growth_accumulates_instead_of_rounding_away() -> None:
     assert caps[0] == 1 and caps[-1] >= 2
 
 
-def test_throughput_drop_after_growth_triggers_tbp() -> None:
+def test_throughput_drop_after_growth_triggers_tbp_on_the_second_window() -> None:
     state = BatchState(value=96.0, ref_batch=64, ref_throughput=1000.0)
-    _, d = step(state, obs(96, itl_s=0.05, throughput=900), LIMITS)
+    state, d = step(state, obs(96, itl_s=0.05, throughput=900), LIMITS)
     assert d.tbp == pytest.approx(1000 / 900)
     assert d.backpressure == pytest.approx(1000 / 900)
+    # One window: no spread to tell a loss from noise yet; hold (neither halve nor grow).
+    assert (d.action, d.max_batch) == ("hold", 96)
+    assert "unconfirmed" in d.reason
+    # The second agrees: the spread is nil, the margin is the tolerance floor; halve.
+    _, d = step(state, obs(96, itl_s=0.05, throughput=900), LIMITS)
+    assert d.tbp == pytest.approx(1000 / 900)
     assert (d.action, d.max_batch) == ("halve", 48)
-    assert "throughput fell" in d.reason
+    assert "throughput fell beyond noise" in d.reason and "noise margin 0.05" in d.reason
+
+
+def test_one_noisy_window_does_not_halve() -> None:
+    # A -20 % window (TBP 1.25 alone) then a +15 % one: the mean is -2.5 %, well within
+    # the spread of the two; growing did not pay, so step back to 64 rather than halve.
+    state = BatchState(value=96.0, ref_batch=64, ref_throughput=1000.0)
+    state, d = step(state, obs(96, itl_s=0.05, throughput=800), LIMITS)
+    assert (d.action, d.max_batch) == ("hold", 96)
+    _, d = step(state, obs(96, itl_s=0.05, throughput=1150), LIMITS)
+    assert d.tbp == pytest.approx(1000 / 975)
+    assert (d.action, d.max_batch) == ("step_back", 64)
+
+
+def test_a_loss_within_the_windows_spread_steps_back_one_beyond_it_halves() -> None:
+    ref = BatchState(value=96.0, ref_batch=64, ref_throughput=1000.0, ref_samples=8)
+    # Mean 900 (TBP 1.11, over the 5 % tolerance) from 700 and 1100: sample sd 283,
+    # cv 0.31, margin 2 * 0.31 * sqrt(1/2 + 1/8) = 0.50. Not a loss beyond noise.
+    state, _ = step(ref, obs(96, itl_s=0.05, throughput=700), LIMITS)
+    _, d = step(state, obs(96, itl_s=0.05, throughput=1100), LIMITS)
+    assert "noise margin 0.50" in d.reason
+    assert d.tbp == pytest.approx(1000 / 900)
+    assert (d.action, d.max_batch) == ("step_back", 64)
+    # The same mean from 880 and 920: cv 0.031, margin 0.05 (the floor): halve.
+    state, _ = step(ref, obs(96, itl_s=0.05, throughput=880), LIMITS)
+    _, d = step(state, obs(96, itl_s=0.05, throughput=920), LIMITS)
+    assert "noise margin 0.05" in d.reason
+    assert (d.action, d.max_batch) == ("halve", 48)
+    # A larger spread still halves once the loss clears it: 500 and 700 (margin 0.37),
+    # TBP 1.67.
+    state, _ = step(ref, obs(96, itl_s=0.05, throughput=500), LIMITS)
+    _, d = step(state, obs(96, itl_s=0.05, throughput=700), LIMITS)
+    assert "noise margin 0.37" in d.reason
+    assert (d.action, d.max_batch) == ("halve", 48)
+
+
+def test_noise_margin_needs_two_windows_and_tracks_their_variance() -> None:
+    # At the engine limit, after a clear gain over batch 8: every window holds.
+    limits = BatchLimits(engine_max=10, samples=4)
+    state = BatchState(value=10.0, ref_batch=8, ref_throughput=50.0, ref_samples=1)
+    assert noise_margin(state, limits) is None
+    values = [100.0, 120.0, 90.0, 110.0]
+    for k, v in enumerate(values):
+        state, d = step(state, obs(10, itl_s=0.01, throughput=v), limits)
+        assert (d.action, d.max_batch) == ("hold", 10)
+        if k == 0:
+            assert noise_margin(state, limits) is None
+    assert state.samples == 4 and state.throughput == pytest.approx(statistics.mean(values))
+    assert state.variance == pytest.approx(statistics.pvariance(values))
+    cv = statistics.stdev(values) / statistics.mean(values)
+    expected = 2.0 * cv * (1 / 4 + 1 / 1) ** 0.5
+    assert noise_margin(state, limits) == pytest.approx(expected)
+
+
+def test_an_itl_violation_halves_at_once_even_when_tbp_is_unconfirmed() -> None:
+    state = BatchState(value=96.0, ref_batch=64, ref_throughput=1000.0)
+    _, d = step(state, obs(96, itl_s=0.12, throughput=900), LIMITS)
+    assert (d.action, d.max_batch) == ("halve", 48)
+    assert "ITL over SLO" in d.reason
+
+
+def test_leaving_a_cap_hands_its_sample_count_to_the_reference() -> None:
+    state = BatchState(value=20.0, ref_batch=16, ref_throughput=200.0)
+    for v in (190.0, 210.0, 200.0):  # flat: hold at the inflection
+        state, d = step(state, obs(20, itl_s=0.05, throughput=v), LIMITS)
+        assert d.action == "hold"
+    assert state.samples == 3 and state.variance > 0
+    state, d = step(state, obs(20, itl_s=0.2, throughput=200), LIMITS)
+    assert (d.action, d.max_batch) == ("halve", 10)
+    assert (state.samples, state.variance, state.throughput) == (0, 0.0, None)
+    assert (state.ref_batch, state.ref_throughput, state.ref_samples) == (20, 200.0, 4)
 
 
 def test_flat_throughput_after_growth_holds_at_the_inflection() -> None:
@@ -127,8 +205,11 @@ def test_flat_throughput_after_growth_holds_at_the_inflection() -> None:
 def test_a_slight_loss_after_growth_steps_back_to_the_reference() -> None:
     state = BatchState(value=70.0, ref_batch=64, ref_throughput=1000.0)
     state, d = step(state, obs(70, itl_s=0.05, throughput=980), LIMITS)
+    assert (d.action, d.max_batch) == ("hold", 70)  # one window: unconfirmed
+    assert "unconfirmed" in d.reason
+    state, d = step(state, obs(70, itl_s=0.05, throughput=980), LIMITS)
     assert (d.action, d.max_batch) == ("step_back", 64)
-    assert (state.ref_batch, state.ref_throughput) == (70, 980)
+    assert (state.ref_batch, state.ref_throughput, state.ref_samples) == (70, 980, 2)
     # Back at 64, within noise of 70 (-1%): hold (flat). Not an "expected drop after a
     # decrease", which would let LBP pace a new probe.
     _, d = step(state, obs(64, itl_s=0.05, throughput=970), LIMITS)
@@ -189,6 +270,28 @@ def test_converges_under_noisy_measurements() -> None:
         assert toy_throughput(tail[0]) >= 0.9 * toy_throughput(PEAK), (seed, caps)
 
 
+def test_noisy_throughput_windows_do_not_saw_the_cap_under_a_tight_slo() -> None:
+    """±15 % per-window throughput noise (a busy CPU engine's 0.5 s windows), ITL ±2 %,
+    SLO 60 ms (met up to batch 52). Read raw, TBP halved on single low windows ~15 times
+    in 120 ticks and the cap averaged 35; the noise margin keeps it near the SLO."""
+    limits = BatchLimits(engine_max=64)
+    halvings, tails = [], []
+    for seed in range(20):
+        rng = random.Random(seed)
+        state, caps, by_tbp = initial_state(limits, 64), [], 0
+        for _ in range(120):
+            b = state.max_batch
+            itl = toy_itl(b) * (1 + rng.uniform(-0.02, 0.02))
+            thr = toy_throughput(b) * (1 + rng.uniform(-0.15, 0.15))
+            state, d = step(state, obs(b, itl, thr, slos=(0.06,)), limits)
+            caps.append(d.max_batch)
+            by_tbp += d.action == "halve" and d.lbp is not None and d.lbp < 1
+        halvings.append(by_tbp)
+        tails.append(statistics.mean(caps[-60:]))
+    assert statistics.mean(halvings) < 8, halvings
+    assert statistics.mean(tails) >= 39, tails
+
+
 def test_a_tight_slo_bounds_the_batch_below_the_peak() -> None:
     # ITL 60 ms is reached at batch 52, below the throughput peak.
     decisions = simulate(toy_itl, slo=0.06, ticks=40)
@@ -237,6 +340,8 @@ def test_idle_and_thin_windows_hold_without_judging() -> None:
     # Many idle ticks change nothing, then the reference is still there.
     for _ in range(20):
         state, _ = step(state, idle, LIMITS)
+    state, d = step(state, obs(40, itl_s=0.03, throughput=250), LIMITS)
+    assert d.tbp == pytest.approx(300 / 250) and d.action == "hold"  # unconfirmed
     _, d = step(state, obs(40, itl_s=0.03, throughput=250), LIMITS)
     assert d.tbp == pytest.approx(300 / 250) and d.action == "halve"
 
