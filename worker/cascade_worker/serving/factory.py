@@ -44,11 +44,13 @@ class EngineUnavailable(RuntimeError):
 def default_engine_factory(store: BlockStore, options: EngineOptions) -> EngineCore:
     """The real engine: `LLMEngine.from_store(store, **options)`."""
     try:
+        from cascade_worker.engine import cpu_limit
         from cascade_worker.engine.engine import LLMEngine
     except ImportError as exc:
         raise EngineUnavailable(
             f"cannot import the inference engine (cascade_worker.engine.engine): {exc}"
         ) from exc
+    cpu_limit.apply()  # before the first kernel: threads sized to the CPU quota
     kwargs = options.as_kwargs()
     if options.dtype is not None:
         kwargs["dtype"] = torch_dtype(options.dtype)
