@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from aiohttp.test_utils import TestServer
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_planner.spec import plan_spec
 from cascade_protocol.control import ManifestInfo
+from cascade_worker import control
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control import CONTROL_KEY, Control
@@ -142,6 +144,83 @@ def test_load_then_fetch_gives_identical_weights(model_dir: Path, tmp_path: Path
                 metrics = await resp.text()
             assert "cascade_worker_blocks_loaded 2.0" in metrics
             assert f"cascade_worker_bytes_received_total {float(sb['bytesReceived'])}" in metrics
+
+    run(go)
+
+
+def transfer_body(a: Worker, b: Worker, info: dict[str, Any]) -> dict[str, Any]:
+    """A one-hop chain from a (which holds the model) to b, as the operator sends it."""
+    plan = plan_spec(
+        "chain",
+        [Source(pod=a.control.config.pod_name, tier=SourceTier.HOST)],
+        [b.control.config.pod_name],
+        ManifestInfo.model_validate(info).blocks,
+        deployment="tiny",
+        model_digest=info["modelDigest"],
+    ).model_dump(mode="json", by_alias=True)
+    peers = {w.control.config.pod_name: f"127.0.0.1:{w.control.config.data_port}" for w in (a, b)}
+    return {"plan": plan, "peers": peers}
+
+
+def test_transfer_order_is_answered_while_the_transfer_path_still_loads(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cold import of torch and ucxx takes seconds on a CPU-limited node: the order is
+    # accepted at once, status keeps answering, and the transfer runs once it loaded.
+    loaded = threading.Event()
+    real = control.import_transfer_path
+
+    def cold_import() -> Any:
+        assert loaded.wait(30)
+        return real()
+
+    monkeypatch.setattr(control, "import_transfer_path", cold_import)
+
+    async def go() -> None:
+        async with workers(config("w-0", str(model_dir)), config("w-1")) as (a, b):
+            assert (await a.call("POST", "/v1/control/load", {}))[0] == 202
+            await a.wait_phase("ready")
+            _, info = await a.call("GET", "/v1/control/manifest")
+            body = transfer_body(a, b, info)
+            for w in (a, b):
+                t0 = time.monotonic()
+                status, doc = await w.call("POST", "/v1/control/transfer", body)
+                assert status == 202, doc
+                assert time.monotonic() - t0 < 1.0
+            assert (await b.status())["phase"] == "transferring"
+            status, doc = await b.call("POST", "/v1/control/transfer", body)
+            assert status == 409 and "busy" in doc["error"]  # the slot is taken meanwhile
+            loaded.set()
+            sb = await b.wait_phase("ready", "failed")
+            assert sb["phase"] == "ready" and sb["lastTransfer"]["complete"], sb
+            assert (await a.wait_phase("ready"))["lastTransfer"]["role"] == "source"
+
+    run(go)
+
+
+def test_a_node_that_cannot_start_fails_its_transfer(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken() -> Any:
+        raise RuntimeError("no ucx here")
+
+    monkeypatch.setattr(control, "import_transfer_path", broken)
+
+    async def go() -> None:
+        async with workers(config("w-0", str(model_dir)), config("w-1")) as (a, b):
+            assert (await a.call("POST", "/v1/control/load", {}))[0] == 202
+            await a.wait_phase("ready")
+            _, info = await a.call("GET", "/v1/control/manifest")
+            status, doc = await b.call("POST", "/v1/control/transfer", transfer_body(a, b, info))
+            assert status == 202 and doc["role"] == "target", doc
+            sb = await b.wait_phase("failed")
+            last = sb["lastTransfer"]
+            assert last["role"] == "target" and not last["complete"], sb
+            assert last["missing"] == [0, 1] and "no ucx here" in last["error"]
+            assert "no ucx here" in sb["error"]
+            # The slot is free again: the next order is taken (and fails the same way).
+            status, _ = await b.call("POST", "/v1/control/transfer", transfer_body(a, b, info))
+            assert status == 202
 
     run(go)
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from cascade_protocol.status import WorkerStatus
+from cascade_worker import main
 from cascade_worker.config import WorkerConfig
 from cascade_worker.main import build_app
 
@@ -74,3 +76,15 @@ def test_two_apps_in_one_process_do_not_clash() -> None:
     # Each app owns its registry: building twice must not raise "Duplicated timeseries".
     build_app(CONFIG)
     build_app(CONFIG)
+
+
+def test_warm_imports_only_logs_a_missing_piece(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A build without ucxx or the engine still starts; the order that needs it fails.
+    def missing() -> None:
+        raise ImportError("No module named 'ucxx'")
+
+    monkeypatch.setattr(main, "import_transfer_path", missing)
+    main.warm_imports()
+    assert "preloading the transfer path and engine failed" in caplog.text

@@ -12,6 +12,7 @@ mounted by control_routes.py. torch and ucxx load on first use, not at start.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from cascade_worker.control_errors import RequestError, parse_body
 from cascade_worker.control_state import WorkerState
 
 if TYPE_CHECKING:
+    from cascade_worker.blocks.store import BlockStore
     from cascade_worker.multicast.runner import MulticastNode, NodeOptions
 
 log = logging.getLogger(__name__)
@@ -112,12 +114,17 @@ async def transfer(ctl: Control, request: web.Request) -> Accepted:
 
 
 async def start_transfer(ctl: Control, req: TransferRequest, *, claimed: bool = False) -> Accepted:
-    """Validate, start listening on the data port, run the node in the background.
+    """Validate and claim the job slot, answer at once; the node runs in the background.
 
-    `claimed`: the caller (fetch) already holds the job slot; it is released on failure.
+    The job imports the transfer path (torch, ucxx) off the event loop: cold, on a
+    CPU-limited node, that takes longer than the operator waits for an order's reply,
+    and the loop must keep answering status and probes meanwhile. Peers wait for every
+    participant to listen (the leader for `ready_timeout_s`), so accepting before the
+    data port is open is safe; a node that cannot start (the data port is taken) fails
+    its transfer, which the status reports like any other failed transfer.
+    `claimed`: the caller (fetch) already holds the job slot; it is released on refusal.
     """
-    from cascade_worker.multicast.roles import role_for
-    from cascade_worker.multicast.runner import MulticastNode
+    from cascade_worker.multicast.roles import role_for  # pure: no torch, no ucxx
 
     state, me = ctl.state, ctl.config.pod_name
     try:
@@ -140,33 +147,42 @@ async def start_transfer(ctl: Control, req: TransferRequest, *, claimed: bool = 
         if not claimed:
             state.claim(WorkerPhase.TRANSFERRING, keeps_store=role.is_source)
             claimed = True
-        node = MulticastNode(
-            req.plan, me, store, host=ctl.config.host, port=ctl.config.data_port,
-            options=ctl.options,
-        )  # fmt: skip
-        try:
-            await node.start()
-        except Exception as exc:
-            port = ctl.config.data_port
-            raise RequestError(409, f"cannot listen on data port {port}: {exc}") from exc
     except RequestError:
         if claimed:
             state.release()
         raise
-    state.node = node
-    ctl.spawn(_run_transfer(ctl, node, dict(req.peers)))
+    ctl.spawn(_run_transfer(ctl, req, store))
     kind = "source" if role.is_source else "target"
     return Accepted(
         action="transfer", role=kind, model_digest=req.plan.model_digest, peers=req.peers
     )
 
 
-async def _run_transfer(ctl: Control, node: MulticastNode, peers: dict[str, str]) -> None:
-    state = ctl.state
-    role = TransferRole.SOURCE if node.role.is_source else TransferRole.TARGET
+def import_transfer_path() -> type[MulticastNode]:
+    """The multicast node class, with ucxx imported too (blocking: seconds when cold).
+    The worker warms both at start (main.preload); a transfer job calls this on a thread."""
+    from cascade_worker.transport.env import ucx
+
+    ucx()
+    runner = importlib.import_module("cascade_worker.multicast.runner")
+    node_class: type[MulticastNode] = runner.MulticastNode
+    return node_class
+
+
+async def _run_transfer(ctl: Control, req: TransferRequest, store: BlockStore | None) -> None:
+    """One transfer job: the node (a source when `store` is given) from start to report."""
+    state, me = ctl.state, ctl.config.pod_name
+    role = TransferRole.SOURCE if store is not None else TransferRole.TARGET
+    node: MulticastNode | None = None
     error: str | None = None
     try:
-        result = await node.run(peers)
+        node_class = await asyncio.to_thread(import_transfer_path)
+        node = node_class(
+            req.plan, me, store, host=ctl.config.host, port=ctl.config.data_port,
+            options=ctl.options,
+        )  # fmt: skip
+        state.node = node
+        result = await node.run(dict(req.peers))
         report = TransferReport(
             role=role,
             complete=not result.missing,
@@ -178,10 +194,10 @@ async def _run_transfer(ctl: Control, node: MulticastNode, peers: dict[str, str]
         )
     except Exception as exc:  # reported in status; the worker keeps serving
         log.exception("transfer failed")
-        store = node.store
-        missing = store.missing() if store is not None else [b.index for b in node.spec.blocks]
+        held = node.store if node is not None else store
+        missing = held.missing() if held is not None else [b.index for b in req.plan.blocks]
         report = TransferReport(role=role, complete=False, missing=missing, error=str(exc))
-    if node.store is not None:
+    if node is not None and node.store is not None:
         state.store = node.store
     if not report.complete:
         error = report.error or f"transfer incomplete: missing blocks {report.missing}"

@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry, Gauge, Info
 from cascade_protocol.service import create_app, new_registry, serve, setup_logging
 from cascade_protocol.status import STATUS_PATH, WorkerStatus
 from cascade_worker.config import WorkerConfig, load_config
-from cascade_worker.control import CONTROL_KEY, Control
+from cascade_worker.control import CONTROL_KEY, Control, import_transfer_path
 from cascade_worker.control_routes import add_control
 from cascade_worker.serving.api import SERVING_KEY
 from cascade_worker.serving.control_routes import add_serving
@@ -83,12 +83,32 @@ def build_app(
     return app
 
 
-def preload_transfers() -> None:
-    """Import the transfer path (ucxx, the multicast node) in the background now: cold,
-    it takes seconds on a busy node, longer than the operator waits for an order's reply,
-    and every worker may be told to send or receive."""
-    module = "cascade_worker.multicast.runner"
-    threading.Thread(target=importlib.import_module, args=(module,), daemon=True).start()
+def warm_imports() -> None:
+    """Import what the worker's first orders need: the transfer path (torch, ucxx, the
+    multicast node) and the engine. Cold, on a CPU-limited node, they take seconds. A
+    failure here is only logged: the order that needs the module reports it."""
+    try:
+        import_transfer_path()
+        importlib.import_module("cascade_worker.engine.engine")
+    except Exception as exc:  # the build lacks a piece; its order will say so
+        log.warning("preloading the transfer path and engine failed: %s", exc)
+
+
+def preload() -> None:
+    """Warm the slow imports on a background thread now, while the worker waits for
+    its orders, instead of when an order comes."""
+    threading.Thread(target=warm_imports, name="preload", daemon=True).start()
+
+
+async def run(config: WorkerConfig) -> None:
+    """Serve; the preload starts once the worker listens, so it does not hold back the
+    control API the operator plans from (both share the pod's CPU quota)."""
+    listening: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    listening.add_done_callback(lambda _: preload())
+    app = build_app(config)
+    await serve(
+        app, config.host, config.port, drain_seconds=config.drain_seconds, started=listening
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -100,10 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.deployment or "-",
         config.model_uri or "-",
     )
-    preload_transfers()
-    asyncio.run(
-        serve(build_app(config), config.host, config.port, drain_seconds=config.drain_seconds)
-    )
+    asyncio.run(run(config))
     return 0
 
 
