@@ -88,7 +88,7 @@ class SimConfig:
     local: LocalMode = "auto"  # auto: adaptive for cascade if engine.adaptiveBatch, else fixed
     routing: Routing = "gateway"  # gateway: as cascade_gateway.router; pack: oldest first
     slack: int = 2  # gateway --backend-slack: in flight up to cap + slack per instance
-    prefill_tokens_per_s: float | None = None  # None: the profile's peak tokens/s
+    prefill_tokens_per_s: float | None = None  # None: the profile's (measured, else peak)
     prefill_budget: int = 512  # engine prefill tokens per step (chunked prefill)
     interactive_queue: int = 256  # gateway --interactive-queue: more waiting -> 429
     batch_queue: int = 4096  # gateway --batch-queue

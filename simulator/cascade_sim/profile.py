@@ -38,6 +38,7 @@ class CapacityProfile:
     points: tuple[CurvePoint, ...]
     model: str = ""
     node_cpu: float | None = None
+    prefill_per_s: float | None = None  # measured prefill tokens/s (the document's `prefill`)
 
     def __post_init__(self) -> None:
         if not self.points:
@@ -51,6 +52,12 @@ class CapacityProfile:
     @property
     def peak_tokens_per_s(self) -> float:
         return max(p.tokens_per_s for p in self.points)
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        """Prefill speed: measured, else the decode peak (profiles from before the bench
+        measured it; a cautious guess, as a prefill token costs less than a decode's)."""
+        return self.prefill_per_s or self.peak_tokens_per_s
 
     def tokens_per_s(self, batch: float) -> float:
         """Instance decode throughput at `batch` running requests (0 at 0)."""
@@ -84,7 +91,8 @@ class CapacityProfile:
 
 
 def from_document(doc: Mapping[str, Any]) -> CapacityProfile:
-    """A profile from `cascade bench capacity --json` (keys: model, node_cpu, curve)."""
+    """A profile from `cascade bench capacity --json` (keys: model, node_cpu, curve, and
+    prefill when measured)."""
     curve = doc.get("curve")
     if not isinstance(curve, Sequence) or not curve:
         raise ValueError("capacity profile: no `curve` list")
@@ -97,4 +105,13 @@ def from_document(doc: Mapping[str, Any]) -> CapacityProfile:
         raise ValueError(f"capacity profile: bad curve point ({exc})") from None
     cpu = doc.get("node_cpu")
     model = str(doc.get("model", ""))
-    return CapacityProfile(tuple(points), model, None if cpu is None else float(cpu))
+    prefill = doc.get("prefill")
+    rate = prefill.get("tokens_per_s") if isinstance(prefill, Mapping) else None
+    if rate is not None and (not isinstance(rate, (int, float)) or rate <= 0):
+        raise ValueError(f"capacity profile: prefill tokens_per_s must be > 0, got {rate!r}")
+    return CapacityProfile(
+        tuple(points),
+        model,
+        None if cpu is None else float(cpu),
+        None if rate is None else float(rate),
+    )

@@ -14,6 +14,7 @@ from cascade_bench.capacity.stats import (
     curve_point,
     itl_samples,
     knee,
+    prefill_point,
     ratio,
     split,
     tokens_in,
@@ -85,6 +86,7 @@ def _doc() -> dict[str, object]:
         model="tiny-llama",
         params=params,
         curve=curve,
+        prefill=prefill_point(512, [0.5, 0.4, 0.6]),
         one=_pt(16, 480),
         two=_pt(16, 950),
         scaling_ratio=ratio(480, 950),
@@ -96,6 +98,7 @@ def test_document_keys_are_the_simulator_contract() -> None:
     assert doc["node_cpu"] == 0.5 and doc["model"] == "tiny-llama"
     for key in ("batch", "tokens_per_s", "itl_p50_s", "itl_p90_s"):
         assert key in doc["curve"][0]
+    assert doc["prefill"]["tokens_per_s"] == pytest.approx(512 / 0.5)
     s = doc["scaling"]
     assert (s["one"], s["two"]) == (480, 950)
     assert s["ratio"] == pytest.approx(950 / 480)
@@ -107,6 +110,15 @@ def test_table_shows_curve_and_verdict() -> None:
     assert "node CPU 0.5 core" in text
     assert "470.0" in text and "10.0" in text  # tokens/s, ITL p50 in ms
     assert "ratio two/one = 1.979 (>= 1.8: pass)" in text
+    assert "prefill: 1024 tok/s (512-token prompts, time to first token p50 500.0 ms" in text
+
+
+def test_prefill_point_is_prompt_tokens_over_the_median_ttft() -> None:
+    got = prefill_point(256, [0.2, 0.25, 0.9])
+    assert got["tokens_per_s"] == pytest.approx(256 / 0.25)
+    assert (got["samples"], got["ttft_max_s"]) == (3, 0.9)
+    with pytest.raises(ValueError, match="prefill"):
+        prefill_point(256, [])
 
 
 def test_plot_writes_a_png(tmp_path: Path) -> None:

@@ -151,6 +151,11 @@ def test_profile_interpolates_tokens_per_s_and_extends_flat() -> None:
     assert TINY.batch_for_itl(0.1, 64) == 64 and TINY.batch_for_itl(0.03, 64) == 12
     doc = {"model": "m", "node_cpu": 0.5, "curve": [{"batch": 2, "tokens_per_s": 9.0}]}
     assert from_document(doc).points == (CurvePoint(2, 9.0),)
+    assert from_document(doc).prefill_tokens_per_s == 9.0  # not measured: the decode peak
+    measured = from_document({**doc, "prefill": {"tokens_per_s": 1000.0}})
+    assert measured.prefill_tokens_per_s == 1000.0
+    with pytest.raises(ValueError, match="prefill"):
+        from_document({**doc, "prefill": {"tokens_per_s": -1}})
     with pytest.raises(ValueError, match="curve"):
         from_document({"curve": []})
     with pytest.raises(ValueError, match="tokens_per_s"):

@@ -93,7 +93,7 @@ def build(
     plan = schedule(trace, scaling)
     if not plan:
         raise ValueError(f"{trace_path}: no request in the chosen window")
-    prefill = profile.peak_tokens_per_s
+    prefill = profile.prefill_tokens_per_s
     batch = demand_batch(profile, itl_s, max_batch)
     base = to_arrivals(plan)
     peak_at_1 = wl.peak_demand(base, profile, batch, prefill)

@@ -98,3 +98,23 @@ async def measure(label_batch: int, targets: Sequence[tuple[str, int]], load: Lo
     if rec.errors:
         raise RuntimeError(f"{len(rec.errors)} request error(s), first: {rec.errors[0]}")
     return curve_point(label_batch, rec.streams, rec.finished, window)
+
+
+async def prefill_ttfts(url: str, prompt_token_ids: Sequence[int], samples: int) -> list[float]:
+    """Time to the first token of `samples` one-token requests sent one after another to
+    an idle worker: each is one prompt's prefill (plus a local HTTP round trip)."""
+    load = Load(tuple(prompt_token_ids), 1, 0.0, 0.0)
+    out: list[float] = []
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        for _ in range(samples + 1):  # the first warms the engine's kernels: dropped
+            rec = _Record()
+            began = time.monotonic()
+            await _one(session, url, load, rec)
+            if rec.errors:
+                raise RuntimeError(f"prefill probe: {rec.errors[0]}")
+            stream = rec.streams[0]
+            if not stream:
+                raise RuntimeError("prefill probe: the stream ended without a chunk")
+            out.append(stream[0][0] - began)
+    return out[1:]

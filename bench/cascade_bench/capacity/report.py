@@ -2,7 +2,8 @@
 
 The JSON document is what the simulator reads later (issue 10 §6), so its keys are a
 contract: `node_cpu`, `model`, `curve` (`batch`, `tokens_per_s`, `itl_p50_s`,
-`itl_p90_s`, plus informative extras), `scaling` (`one`, `two`, `ratio`, plus how it was
+`itl_p90_s`, plus informative extras), `prefill` (`tokens_per_s`, `prompt_tokens`,
+`ttft_p50_s`: one idle instance's prefill speed), `scaling` (`one`, `two`, `ratio`, plus how it was
 measured). `table` prints from that document alone; `plot` draws it with matplotlib's
 Agg backend (imported inside: only the bench extra installs matplotlib).
 """
@@ -26,6 +27,7 @@ def document(
     model: str,
     params: dict[str, Any],
     curve: Sequence[CurvePoint],
+    prefill: dict[str, Any],
     one: CurvePoint,
     two: CurvePoint,
     scaling_ratio: float | None,
@@ -35,6 +37,7 @@ def document(
         "model": model,
         "params": params,
         "curve": [asdict(p) for p in curve],
+        "prefill": prefill,
         "scaling": {
             "one": one.tokens_per_s,
             "two": two.tokens_per_s,
@@ -51,6 +54,15 @@ def document(
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{1e3 * value:.1f}"
+
+
+def _prefill_line(prefill: dict[str, Any] | None) -> str:
+    if not prefill:
+        return "prefill: not measured"
+    return (
+        f"prefill: {prefill['tokens_per_s']:.0f} tok/s ({prefill['prompt_tokens']}-token prompts, "
+        f"time to first token p50 {_ms(prefill['ttft_p50_s'])} ms over {prefill['samples']})"
+    )
 
 
 def table(doc: dict[str, Any]) -> str:
@@ -101,6 +113,7 @@ def table(doc: dict[str, Any]) -> str:
             "",
             "one instance, b requests in flight:",
             format_rows(rows),
+            _prefill_line(doc.get("prefill")),
             "",
             f"scaling at {s['concurrency']} in flight ({s['via']}: split evenly over the workers):",
             format_rows(srows),

@@ -2,7 +2,10 @@
 
 1. Deploy the model with 1 replica (engine max batch >= anything sent to one worker).
 2. Curve: for each batch size b, keep b requests in flight to that one worker's
-   `/v1/generate` for warm-up + window; record tokens/s and per-token ITL.
+   `/v1/generate` for warm-up + window; record tokens/s and per-token ITL. Then the
+   prefill speed: `prefill_prompt_tokens`-token prompts with max_tokens 1, one at a
+   time, prompt tokens over the median time to first token (the simulator's prefill
+   rate; on a CPU a prefill token costs far less than a decode step's share).
 3. Scaling concurrency C: `--concurrency`, or twice the curve's knee (the smallest b
    within 90% of the best throughput), so that C/2 per instance is already near
    saturation and the comparison measures capacity, not batching efficiency. C in
@@ -22,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from cascade_bench.capacity.cluster import deployment
-from cascade_bench.capacity.load import Load, measure
+from cascade_bench.capacity.load import Load, measure, prefill_ttfts
 from cascade_bench.capacity.report import document
-from cascade_bench.capacity.stats import CurvePoint, knee, ratio, split
+from cascade_bench.capacity.stats import CurvePoint, knee, prefill_point, ratio, split
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class CapacityConfig:
     concurrency: int | None = None  # default: 2 x the curve's knee
     max_tokens: int = 64
     prompt_tokens: int = 16
+    prefill_prompt_tokens: int = 512
+    prefill_samples: int = 5
     warmup_s: float = 4.0
     duration_s: float = 12.0
     timeout_s: float = 300.0
@@ -62,6 +67,12 @@ def run(cfg: CapacityConfig, say: Callable[[str], None] = print) -> dict[str, An
             point = asyncio.run(measure(b, [(first.generate_url, b)], load))
             say(f"  batch {b:>3}: {point.tokens_per_s:8.1f} tok/s, ITL p50 {point.itl_p50_s}")
             curve.append(point)
+        ids = cfg.load().prompt_token_ids * (cfg.prefill_prompt_tokens // cfg.prompt_tokens + 1)
+        ttfts = asyncio.run(
+            prefill_ttfts(first.generate_url, ids[: cfg.prefill_prompt_tokens], cfg.prefill_samples)
+        )
+        prefill = prefill_point(cfg.prefill_prompt_tokens, ttfts)
+        say(f"  prefill {cfg.prefill_prompt_tokens} tokens: {prefill['tokens_per_s']:.0f} tok/s")
         conc = cfg.concurrency or 2 * knee(curve)
         one = asyncio.run(measure(conc, [(first.generate_url, conc)], load))
         say(f"1 instance, {conc} in flight: {one.tokens_per_s:.1f} tok/s; scaling to 2")
@@ -84,6 +95,7 @@ def run(cfg: CapacityConfig, say: Callable[[str], None] = print) -> dict[str, An
         model=cfg.model_path.name,
         params=params,
         curve=curve,
+        prefill=prefill,
         one=one,
         two=two,
         scaling_ratio=ratio(one.tokens_per_s, two.tokens_per_s),

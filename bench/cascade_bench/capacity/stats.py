@@ -15,6 +15,7 @@ its ending chunk arrived in.
 from __future__ import annotations
 
 import itertools
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -105,3 +106,17 @@ def split(total: int, parts: int) -> list[int]:
         raise ValueError("need parts >= 1 and total >= 0")
     base, extra = divmod(total, parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def prefill_point(prompt_tokens: int, ttfts_s: Sequence[float]) -> dict[str, float | int]:
+    """Prefill tokens/s from one-token requests' times to first token (median)."""
+    if not ttfts_s or min(ttfts_s) <= 0:
+        raise ValueError("prefill: no positive time to first token measured")
+    p50 = statistics.median(ttfts_s)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "samples": len(ttfts_s),
+        "ttft_p50_s": p50,
+        "ttft_max_s": max(ttfts_s),
+        "tokens_per_s": prompt_tokens / p50,
+    }
