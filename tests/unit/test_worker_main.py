@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -88,3 +90,15 @@ def test_warm_imports_only_logs_a_missing_piece(
     monkeypatch.setattr(main, "import_transfer_path", missing)
     main.warm_imports()
     assert "preloading the transfer path and engine failed" in caplog.text
+
+
+def test_start_up_imports_stay_light() -> None:
+    # The control API listens before the heavy pieces load (they are warmed on a thread
+    # afterwards): under a node's CPU quota every start-up import delays the first order.
+    code = (
+        "import sys, cascade_worker.main; "
+        "print(sorted(m for m in ('torch', 'ucxx', 'networkx', 'cascade_planner') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

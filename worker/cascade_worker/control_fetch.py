@@ -20,7 +20,6 @@ from aiohttp import web
 
 from cascade_api.constants import WORKER_PORT
 from cascade_api.scaleplan import Source, SourceTier
-from cascade_planner.spec import plan_spec
 from cascade_protocol.control import Accepted, FetchRequest, ManifestInfo, TransferRequest
 from cascade_protocol.status import STATUS_PATH, WorkerPhase
 from cascade_worker.control import Control, start_transfer
@@ -81,6 +80,10 @@ def own_host(ctl: Control, request: web.Request) -> str:
 
 
 async def fetch(ctl: Control, request: web.Request) -> Accepted:
+    # Imported here: the planner brings networkx, a quarter of the worker's start-up
+    # imports, and a worker only plans when asked to fetch.
+    from cascade_planner.spec import plan_spec
+
     req = parse_body(FetchRequest, await request.read())
     host, port = split_peer(req.peer)
     if ctl.config.data_port == 0:
