@@ -133,7 +133,9 @@ def worker_pod(
         "args": ["--port", str(c.WORKER_PORT)],
         "env": env,
         "ports": [{"name": "http", "containerPort": c.WORKER_PORT, "protocol": "TCP"}],
-        "readinessProbe": _probe(c.READY_PATH, period=2, failures=3),
+        # Every second: a new worker joins the gateway's pool as soon as it serves
+        # (period 2 cost a second on average per scale-up); still 6 s of failures to unready.
+        "readinessProbe": _probe(c.READY_PATH, period=1, failures=6),
         "livenessProbe": _probe(c.HEALTH_PATH, period=10, failures=6),
         "resources": _worker_resources(spec),
     }

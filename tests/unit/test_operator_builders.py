@@ -53,6 +53,9 @@ def test_worker_pod_is_owned_labelled_and_shaped() -> None:
     assert pspec["nodeSelector"] == {c.LABEL_GPU_PRODUCT: "H100"}
     assert pspec["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert container["readinessProbe"]["httpGet"]["path"] == c.READY_PATH
+    # Probed every second (a serving worker joins the pool soon), unready after 6 s.
+    assert container["readinessProbe"]["periodSeconds"] == 1
+    assert container["readinessProbe"]["failureThreshold"] == 6
     assert env(container)["CASCADE_MODEL_PATH"] == "/m/tiny"
     assert env(container)["CASCADE_SERVED_NAME"] == "llama"
     assert env(container)["CASCADE_SERVE"] == "1"  # Ready means the engine serves
