@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--liveness-port", type=int, default=8080, help="0 disables /healthz")
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+    level = logging.DEBUG if args.verbose else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.verbose:  # one line per handled watch event is noise; our events tell the story
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     liveness = f"http://0.0.0.0:{args.liveness_port}/healthz" if args.liveness_port else None
