@@ -93,7 +93,7 @@ def node_quota(dev_cluster: DevCluster) -> Iterator[str]:
     nodes = json.loads(dev_cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
     before = {n["metadata"]["labels"].get(NODE_CPU_LABEL) for n in nodes}
     restore = ["--node-cpu", before.pop()] if len(before) == 1 and None not in before else []
-    up = ["up", "--nodes", str(dev_cluster.nodes)]
+    up = ["up", "--nodes", str(len(nodes))]  # the cluster's own count (a reused one too)
     cascade_dev(dev_cluster.state_dir, *up, "--node-cpu", NODE_CPU, "--timeout", "120")
     try:
         yield NODE_CPU
