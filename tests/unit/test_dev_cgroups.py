@@ -155,6 +155,10 @@ def test_node_agent_applies_quotas_and_confines_only_node_work(tmp_path: Path) -
     cpu.confine("cascade-node-0", gateway, 20)
     cpu.confine("cascade-node-1", worker, 30)  # no quota on that node
     assert cg.pids("cascade-node-0") == [10]
+    # Pods the quota will hold size their thread pools to it from the start.
+    assert cpu.env("cascade-node-0", worker) == {"OMP_NUM_THREADS": "1"}
+    assert cpu.env("cascade-node-0", gateway) == {}
+    assert cpu.env("cascade-node-1", worker) == {}
 
 
 def test_node_agent_without_a_controller_runs_pods_unconfined(

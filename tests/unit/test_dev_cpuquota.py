@@ -111,3 +111,15 @@ def test_session_and_pid_parsing() -> None:
     }
     assert q.v2_root_delegates_cpu("cpuset cpu io memory\n")
     assert not q.v2_root_delegates_cpu("cpuset io memory\n")
+
+
+def test_a_container_with_a_readiness_probe_is_confined_from_ready() -> None:
+    probe = {"httpGet": {"path": "/readyz", "port": 8080}}
+    assert q.confined_from_ready({"name": "w", "readinessProbe": probe})
+    assert not q.confined_from_ready({"name": "w"})
+
+
+def test_thread_env_is_the_quotas_whole_cores() -> None:
+    assert q.thread_env(0.2, 2) == {"OMP_NUM_THREADS": "1"}
+    assert q.thread_env(2.5, 8) == {"OMP_NUM_THREADS": "2"}
+    assert q.thread_env(16.0, 8) == {"OMP_NUM_THREADS": "8"}

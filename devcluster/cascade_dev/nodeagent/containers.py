@@ -39,6 +39,7 @@ class Run:
     waiting_message: str | None = None
     probes: ContainerProbes | None = None
     kill_deadline: float | None = None  # SIGKILL after this (liveness restart)
+    confine_pending: bool = False  # to go under the node's CPU quota when first Ready
     last_event: str = ""
 
     @property

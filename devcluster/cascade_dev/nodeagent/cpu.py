@@ -4,9 +4,11 @@ The quota comes from cluster.json (the same value `cascade dev up` wrote into th
 `cascade.dev/node-cpu` label). `apply` runs once when the agent starts: it makes or
 updates the group of every quota'd node and removes the groups of nodes that lost their
 quota or left the cluster, moving what ran in them back out. `confine` runs right after
-a container's process is spawned (and for each process a restarted agent re-adopts, so a
-quota set by a later `up` reaches pods that were already running); the process is then
-still starting its program, and what it forks afterwards inherits the group.
+a container's process is spawned, or, for a container with a readiness probe, when that
+probe first passes (`cpuquota.confined_from_ready`: start-up runs at host speed, serving
+under the quota); and for each process a restarted agent re-adopts, so a quota set by a
+later `up` reaches pods that were already running. What a confined process forks
+afterwards inherits the group. `env` sizes its thread pools to the quota from the start.
 
 Failures never stop a pod: a process that could not be placed runs unconfined and the
 agent logs why (`cascade dev up` refuses --node-cpu where groups cannot be made at all).
@@ -15,11 +17,12 @@ agent logs why (`cascade dev up` refuses --node-cpu where groups cannot be made 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from cascade_dev.cgroups import CgroupError, CpuCgroups
-from cascade_dev.cpuquota import confined
+from cascade_dev.cpuquota import confined, thread_env
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,13 @@ class NodeCpu:
         except (OSError, CgroupError) as e:
             log.error("CPU quota groups: %s; pods run without CPU quota", e)
             self._cgroups = None
+
+    def env(self, node: str, pod: Mapping[str, Any]) -> dict[str, str]:
+        """Extra environment of a pod that the node's quota will hold (none otherwise)."""
+        cores = self.quotas.get(node)
+        if cores is None or self._cgroups is None or not confined(pod):
+            return {}
+        return thread_env(cores, os.cpu_count() or 1)
 
     def confine(self, node: str, pod: Mapping[str, Any], pid: int) -> None:
         """Put a freshly spawned (or re-adopted) container process in its node's group."""

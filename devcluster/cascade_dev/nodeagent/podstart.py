@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cascade_dev.cpuquota import confined_from_ready
+
 from . import images, runner
 from .containers import Run
 from .context import HostEnv
@@ -143,6 +145,8 @@ def start_container(w: PodState, run: Run) -> list[float]:
         path=host.path,
         home=host.home,
     )
+    if w.ctx.cpu is not None:
+        base.update(w.ctx.cpu.env(w.node, w.pod))
     kube = w.ctx.kube
     try:
         prep = prepare(
@@ -174,7 +178,8 @@ def start_container(w: PodState, run: Run) -> list[float]:
         )
     except OSError as e:
         return _not_started(w, run, RUN_ERROR, str(e), RETRY_S)
-    if w.ctx.cpu is not None:
+    run.confine_pending = w.ctx.cpu is not None and confined_from_ready(run.spec)
+    if w.ctx.cpu is not None and not run.confine_pending:
         w.ctx.cpu.confine(w.node, w.pod, proc.pid)  # before its program gets going
     run.started(proc, prep.image_id, now())
     run.checkpoint(w.record_path(run), proc.start_ticks)
@@ -194,6 +199,16 @@ def _not_started(w: PodState, run: Run, reason: str, message: str, retry: float)
     return [retry]
 
 
+def _changed(w: PodState, run: Run) -> None:
+    """A probe flipped: the first Ready puts a start-up-unconfined process under its
+    node's quota (cpuquota.confined_from_ready); the pod's status is recomputed."""
+    if run.confine_pending and run.probes is not None and run.probes.ready:
+        run.confine_pending = False
+        if w.ctx.cpu is not None and run.pid is not None:
+            w.ctx.cpu.confine(w.node, w.pod, run.pid)
+    w.ctx.queue.add(w.uid)
+
+
 def start_probes(w: PodState, run: Run) -> None:
     spec = run.spec
     probed = any(spec.get(k) for k in ("livenessProbe", "readinessProbe", "startupProbe"))
@@ -203,7 +218,7 @@ def start_probes(w: PodState, run: Run) -> None:
     run.probes = ContainerProbes(
         spec,
         w.pod_ip or "127.0.0.1",
-        on_change=lambda: w.ctx.queue.add(w.uid),
+        on_change=lambda: _changed(w, run),
         on_fatal=lambda kind, msg: w.on_fatal(name, kind, msg),
         on_failure=lambda kind, msg: w.event(
             "Unhealthy", f"{kind.capitalize()} probe failed: {msg}", run, warning=True
