@@ -25,16 +25,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import statistics
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import pytest
 import yaml
 from integration_helpers import EXAMPLE_MODEL, Namespace, namespace_with_operator
+from itl_load import Arrivals, Request, assert_slo_broken_at_first, drive, summarize, timeline
 
 from cascade_api.constants import WORKER_PORT
 from cascade_dev.cgroups import CpuCgroups
@@ -51,22 +50,6 @@ MAX_TOKENS = 32
 RUN_S = 36.0
 POLL_S = 0.5
 NODE_CPU_LABEL = "cascade.dev/node-cpu"
-
-
-@dataclass(frozen=True)
-class Done:
-    at: float  # seconds since the load began, when the request finished
-    itl_s: float  # its mean ITL as the client saw it: (last - first) / (chunks - 1)
-
-
-@dataclass(frozen=True)
-class Poll:
-    at: float
-    max_batch: int
-    running: int
-    waiting: int
-    lbp: float | None
-    tbp: float | None
 
 
 def manifest() -> dict[str, Any]:
@@ -119,12 +102,10 @@ def gateway_ready(ns: Namespace) -> bool:
     )
 
 
-async def _client(
-    http: aiohttp.ClientSession, url: str, i: int, t0: float, stop: float, out: list[Done]
-) -> None:
-    n = 0
-    while time.monotonic() < stop:
-        n += 1
+def completions(url: str) -> Request:
+    """Streamed interactive completions through the gateway at `url` (one token a chunk)."""
+
+    async def request(http: aiohttp.ClientSession, i: int, n: int) -> Arrivals:
         body = {
             "model": MD,
             "prompt": f"client {i} request {n}: the quick brown fox",
@@ -133,75 +114,16 @@ async def _client(
             "ignore_eos": True,
             "stream": True,
         }
-        arrivals: list[float] = []
+        arrivals: Arrivals = []
         async with http.post(f"{url}/v1/completions", json=body) as resp:
             assert resp.status == 200, await resp.text()
             async for raw in resp.content:
                 line = raw.decode().strip()
                 if line.startswith("data: {") and '"error"' not in line:
-                    arrivals.append(time.monotonic())
-        if len(arrivals) > 2:
-            itl = (arrivals[-1] - arrivals[0]) / (len(arrivals) - 1)
-            out.append(Done(arrivals[-1] - t0, itl))
+                    arrivals.append((time.monotonic(), 1))
+        return arrivals
 
-
-async def _poll(
-    http: aiohttp.ClientSession, worker: str, t0: float, stop: float, out: list[Poll]
-) -> None:
-    while time.monotonic() < stop:
-        await asyncio.sleep(POLL_S)
-        async with http.get(f"{worker}/v1/load") as resp:
-            doc = await resp.json()
-        now = time.monotonic() - t0
-        lbp, tbp = doc["latency_backpressure"], doc["throughput_backpressure"]
-        out.append(Poll(now, doc["max_batch"], doc["running"], doc["waiting"], lbp, tbp))
-
-
-async def _drive(url: str, worker: str) -> tuple[list[Done], list[Poll], dict[str, Any]]:
-    done: list[Done] = []
-    polls: list[Poll] = []
-    timeout = aiohttp.ClientTimeout(total=120)
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as http:
-        async with http.get(f"{worker}/v1/load") as resp:
-            first = await resp.json()
-        t0 = time.monotonic()
-        stop = t0 + RUN_S
-        clients = [_client(http, url, i, t0, stop, done) for i in range(CLIENTS)]
-        await asyncio.gather(_poll(http, worker, t0, stop, polls), *clients)
-    return done, polls, first
-
-
-def _p50(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value * 1000:.1f}"
-
-
-def _f(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _timeline(done: list[Done], polls: list[Poll]) -> None:
-    print(
-        f"\nSLO {SLO_MS:.0f} ms, engine max batch {MAX_BATCH}, {CLIENTS} clients through "
-        f"the gateway, node CPU {NODE_CPU}"
-    )
-    print("   t  max_batch  running  waiting   LBP   TBP  client ITL p50 ms  window ITL ms")
-    for k in range(int(RUN_S)):
-        lo, hi = float(k), float(k + 1)
-        inside = [p for p in polls if lo <= p.at < hi]
-        if not inside:
-            continue
-        p = inside[-1]
-        itl = _p50([d.itl_s for d in done if lo <= d.at < hi])
-        window = p.lbp * SLO_MS / 1000 if p.lbp is not None else None
-        print(
-            f"{hi:4.0f}  {p.max_batch:9d}  {p.running:7d}  {p.waiting:7d}  {_f(p.lbp):>4}  "
-            f"{_f(p.tbp):>4}  {_ms(itl):>17}  {_ms(window):>13}"
-        )
+    return request
 
 
 def test_an_itl_slo_violation_lowers_max_batch_until_the_slo_holds(
@@ -212,31 +134,20 @@ def test_an_itl_slo_violation_lowers_max_batch_until_the_slo_holds(
     pod = ns.ready_pods(MD)[0]
     worker = f"http://{pod['status']['podIP']}:{WORKER_PORT}"
     started = time.monotonic()
-    done, polls, first = asyncio.run(_drive(url, worker))
-    _timeline(done, polls)
+    load = drive(completions(url), worker, clients=CLIENTS, run_s=RUN_S, poll_s=POLL_S)
+    done, polls, first = asyncio.run(load)
+    heading = (
+        f"SLO {SLO_MS:.0f} ms, engine max batch {MAX_BATCH}, {CLIENTS} clients through "
+        f"the gateway, node CPU {NODE_CPU}"
+    )
+    timeline(heading, done, polls, RUN_S, SLO_MS)
     assert (first["max_batch"], first["engine_max_batch"]) == (MAX_BATCH, MAX_BATCH)
 
-    judged = [p.lbp for p in polls if p.lbp is not None]
-    assert judged, "the local autoscaler judged no window"
-    assert judged[0] >= 1, (
-        f"ITL at the engine's max batch ({judged[0] * SLO_MS:.1f} ms) meets the "
-        f"{SLO_MS:.0f} ms SLO already on this machine: set CASCADE_TEST_CLUSTER_ITL_SLO_MS lower"
-    )
-    caps = [p.max_batch for p in polls]
-    last = [p for p in polls if p.at >= RUN_S * 2 / 3]
-    early = _p50([d.itl_s for d in sorted(done, key=lambda d: d.at)[:MAX_BATCH]])
-    late_itls = [d.itl_s for d in done if d.at >= RUN_S * 2 / 3]
-    late = _p50(late_itls)
-    window = _p50([p.lbp * SLO_MS / 1000 for p in last if p.lbp is not None])
-    print(
-        f"max batch: min {min(caps)}, last third {min(p.max_batch for p in last)}-"
-        f"{max(p.max_batch for p in last)}; client ITL p50: first {MAX_BATCH} requests "
-        f"{_ms(early)} ms, last third {_ms(late)} ms ({len(late_itls)} requests); worker "
-        f"window ITL p50, last third {_ms(window)} ms; {len(done)} requests; "
-        f"load {time.monotonic() - started:.0f}s"
-    )
-    assert min(caps) < MAX_BATCH
-    assert max(p.max_batch for p in last) < MAX_BATCH
-    assert late is not None and window is not None
-    assert window <= SLO_MS / 1000  # what the autoscaler steers by
-    assert late <= SLO_MS / 1000  # and what the clients saw through the gateway
+    assert_slo_broken_at_first(polls, SLO_MS, "CASCADE_TEST_CLUSTER_ITL_SLO_MS")
+    got = summarize(done, polls, RUN_S, SLO_MS, MAX_BATCH)
+    print(f"{got.line(MAX_BATCH)}; load {time.monotonic() - started:.0f}s")
+    assert got.cap_min < MAX_BATCH
+    assert got.last_caps[1] < MAX_BATCH
+    assert got.late is not None and got.window is not None
+    assert got.window <= SLO_MS / 1000  # what the autoscaler steers by
+    assert got.late <= SLO_MS / 1000  # and what the clients saw through the gateway

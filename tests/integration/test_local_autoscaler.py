@@ -25,17 +25,16 @@ import asyncio
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from itl_load import Arrivals, Request, assert_slo_broken_at_first, drive, summarize, timeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -47,22 +46,6 @@ MAX_TOKENS = 32
 RUN_S = 30.0
 POLL_S = 0.5
 PROMPT = "the quick brown fox jumps over the lazy dog"
-
-
-@dataclass(frozen=True)
-class Done:
-    at: float  # seconds since the load began, when the request finished
-    itl_s: float  # its mean decode ITL as the client saw it: (last - first) / (n - 1)
-
-
-@dataclass(frozen=True)
-class Poll:
-    at: float
-    max_batch: int
-    running: int
-    waiting: int
-    lbp: float | None
-    backpressure: float | None
 
 
 @pytest.fixture
@@ -115,119 +98,40 @@ def _wait_port(proc: subprocess.Popen[bytes], log: Path) -> int:
     raise AssertionError(f"worker did not start:\n{log.read_text()}")
 
 
-async def _ready(http: aiohttp.ClientSession, base: str) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        async with http.get(f"{base}/readyz") as resp:
-            if resp.status == 200:
-                return
-        await asyncio.sleep(0.2)
-    raise AssertionError("worker never served")
+def generate(base: str) -> Request:
+    """Streamed interactive requests to the worker's own /v1/generate (NDJSON chunks)."""
 
-
-async def _client(
-    http: aiohttp.ClientSession, base: str, i: int, t0: float, stop: float, out: list[Done]
-) -> None:
-    n = 0
-    while time.monotonic() < stop:
-        n += 1
+    async def request(http: aiohttp.ClientSession, i: int, n: int) -> Arrivals:
         body = {
             "request_id": f"c{i}-{n}",
             "prompt": PROMPT,
             "params": {"max_tokens": MAX_TOKENS, "temperature": 0, "ignore_eos": True},
         }
-        arrivals: list[tuple[float, int]] = []
+        arrivals: Arrivals = []
         async with http.post(f"{base}/v1/generate", json=body) as resp:
             assert resp.status == 200, await resp.text()
             async for line in resp.content:
                 chunk: dict[str, Any] = json.loads(line)
                 if chunk.get("token_ids"):
                     arrivals.append((time.monotonic(), len(chunk["token_ids"])))
-        tokens = sum(k for _, k in arrivals)
-        if tokens > 1:
-            itl = (arrivals[-1][0] - arrivals[0][0]) / (tokens - arrivals[0][1])
-            out.append(Done(arrivals[-1][0] - t0, itl))
+        return arrivals
 
-
-async def _poll(
-    http: aiohttp.ClientSession, base: str, t0: float, stop: float, out: list[Poll]
-) -> None:
-    while time.monotonic() < stop:
-        await asyncio.sleep(POLL_S)
-        async with http.get(f"{base}/v1/load") as resp:
-            doc = await resp.json()
-        lbp, bp = doc["latency_backpressure"], doc["backpressure"]
-        now = time.monotonic() - t0
-        out.append(Poll(now, doc["max_batch"], doc["running"], doc["waiting"], lbp, bp))
-
-
-async def _drive(base: str) -> tuple[list[Done], list[Poll], dict[str, Any]]:
-    done: list[Done] = []
-    polls: list[Poll] = []
-    connector = aiohttp.TCPConnector(limit=CLIENTS + 4)
-    async with aiohttp.ClientSession(connector=connector) as http:
-        await _ready(http, base)
-        async with http.get(f"{base}/v1/load") as resp:
-            first = await resp.json()
-        t0 = time.monotonic()
-        stop = t0 + RUN_S
-        clients = [_client(http, base, i, t0, stop, done) for i in range(CLIENTS)]
-        await asyncio.gather(_poll(http, base, t0, stop, polls), *clients)
-    return done, polls, first
-
-
-def _p50(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value * 1000:.1f}"
-
-
-def _timeline(done: list[Done], polls: list[Poll]) -> None:
-    print(f"\nSLO {SLO_MS:.0f} ms, engine max batch {MAX_BATCH}, {CLIENTS} clients")
-    print("   t  max_batch  running  waiting  client ITL p50 ms  window ITL ms  backpressure")
-    step = 1.0
-    for k in range(int(RUN_S / step)):
-        lo, hi = k * step, (k + 1) * step
-        inside = [p for p in polls if lo <= p.at < hi]
-        if not inside:
-            continue
-        p = inside[-1]
-        itl = _p50([d.itl_s for d in done if lo <= d.at < hi])
-        window = p.lbp * SLO_MS / 1000 if p.lbp is not None else None
-        bp = "-" if p.backpressure is None else f"{p.backpressure:.2f}"
-        print(
-            f"{hi:4.0f}  {p.max_batch:9d}  {p.running:7d}  {p.waiting:7d}  "
-            f"{_ms(itl):>17}  {_ms(window):>13}  {bp:>12}"
-        )
+    return request
 
 
 def test_local_autoscaler_lowers_the_cap_until_itl_meets_the_slo(worker: str) -> None:
-    done, polls, first = asyncio.run(_drive(worker))
-    _timeline(done, polls)
+    load = drive(generate(worker), worker, clients=CLIENTS, run_s=RUN_S, poll_s=POLL_S)
+    done, polls, first = asyncio.run(load)
+    heading = f"SLO {SLO_MS:.0f} ms, engine max batch {MAX_BATCH}, {CLIENTS} clients"
+    timeline(heading, done, polls, RUN_S, SLO_MS)
     assert (first["max_batch"], first["engine_max_batch"]) == (MAX_BATCH, MAX_BATCH)
     assert first["backpressure"] is None  # nothing judged before the load
 
-    judged = [p.lbp for p in polls if p.lbp is not None]
-    assert judged, "the autoscaler judged no window"
-    assert judged[0] >= 1, (
-        f"ITL at the engine's max batch ({judged[0] * SLO_MS:.1f} ms) meets the "
-        f"{SLO_MS:.0f} ms SLO already on this machine: set CASCADE_TEST_ITL_SLO_MS lower"
-    )
-    assert min(p.max_batch for p in polls) < MAX_BATCH
-    last = [p for p in polls if p.at >= RUN_S * 2 / 3]
-    assert max(p.max_batch for p in last) < MAX_BATCH
-
-    early = _p50([d.itl_s for d in sorted(done, key=lambda d: d.at)[:MAX_BATCH]])
-    late_itls = [d.itl_s for d in done if d.at >= RUN_S * 2 / 3]
-    late = _p50(late_itls)
-    window = _p50([p.lbp * SLO_MS / 1000 for p in last if p.lbp is not None])
-    print(
-        f"client ITL p50: first {MAX_BATCH} requests (at the engine's max batch) "
-        f"{_ms(early)} ms, last third {_ms(late)} ms ({len(late_itls)} requests); "
-        f"worker window ITL p50, last third {_ms(window)} ms; {len(done)} requests in all"
-    )
-    assert late is not None and window is not None
-    assert window <= SLO_MS / 1000  # what the autoscaler steers by, within the SLO
-    assert late <= SLO_MS / 1000 * 1.1  # and what clients saw, within 10 % of it
+    assert_slo_broken_at_first(polls, SLO_MS, "CASCADE_TEST_ITL_SLO_MS")
+    got = summarize(done, polls, RUN_S, SLO_MS, MAX_BATCH)
+    print(got.line(MAX_BATCH))
+    assert got.cap_min < MAX_BATCH
+    assert got.last_caps[1] < MAX_BATCH
+    assert got.late is not None and got.window is not None
+    assert got.window <= SLO_MS / 1000  # what the autoscaler steers by, within the SLO
+    assert got.late <= SLO_MS / 1000 * 1.1  # and what clients saw, within 10 % of it
