@@ -13,11 +13,12 @@ stayed below it, and that ITL over the last third of the run holds the SLO: the 
 own window ITL (p50) and the clients' (p50).
 
 The SLO comes from client and window ITL measured on this 2-core machine, same model,
-quota 0.5, max batch 32, N closed-loop clients through the gateway (adaptive batch on
-with a 10 s SLO, so the cap stayed at 32): 1: 7 ms, 4: 15 ms, 8: 18 ms, 12: 20 ms, 16:
-22 ms, 24: 26 ms, 32: 28 ms, 40 (32 running, 8 waiting): 31 ms. 20 ms is broken by ~1.5x
-at the engine's max batch and met from about 12 down, well above batch 1. A faster
-machine may meet it at 32: set CASCADE_TEST_CLUSTER_ITL_SLO_MS lower (the test says so).
+quota 0.5 (the worker runs 1 torch thread under it, as the node agent sets
+OMP_NUM_THREADS from the quota), max batch 32, 40 closed-loop clients through the
+gateway: client ITL p50 23-25 ms at the engine's max batch; with a 15 ms SLO the cap
+falls to 3-7 and the last third runs at 13 ms (client) / 13.4 ms (window); a 12 ms SLO
+also passed with the cap at 2-5 and 11.3 ms, too close to call. A faster machine may
+meet 15 ms at 32: set CASCADE_TEST_CLUSTER_ITL_SLO_MS lower (the test says so).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 MD = "itl"
 MAX_BATCH = 32
 NODE_CPU = "0.5"
-SLO_MS = float(os.environ.get("CASCADE_TEST_CLUSTER_ITL_SLO_MS", "20"))
+SLO_MS = float(os.environ.get("CASCADE_TEST_CLUSTER_ITL_SLO_MS", "15"))
 CLIENTS = 40
 MAX_TOKENS = 32
 RUN_S = 36.0
