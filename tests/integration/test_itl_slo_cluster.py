@@ -144,7 +144,7 @@ def test_an_itl_slo_violation_lowers_max_batch_until_the_slo_holds(
     timeline(heading, done, polls, RUN_S, SLO_MS)
     assert (first["max_batch"], first["engine_max_batch"]) == (MAX_BATCH, MAX_BATCH)
 
-    assert_slo_broken_at_first(polls, SLO_MS, "CASCADE_TEST_CLUSTER_ITL_SLO_MS")
+    assert_slo_broken_at_first(polls, done, SLO_MS, MAX_BATCH, "CASCADE_TEST_CLUSTER_ITL_SLO_MS")
     got = summarize(done, polls, RUN_S, SLO_MS, MAX_BATCH)
     print(f"{got.line(MAX_BATCH)}; load {time.monotonic() - started:.0f}s")
     assert got.cap_min < MAX_BATCH

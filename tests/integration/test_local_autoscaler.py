@@ -127,7 +127,7 @@ def test_local_autoscaler_lowers_the_cap_until_itl_meets_the_slo(worker: str) ->
     assert (first["max_batch"], first["engine_max_batch"]) == (MAX_BATCH, MAX_BATCH)
     assert first["backpressure"] is None  # nothing judged before the load
 
-    assert_slo_broken_at_first(polls, SLO_MS, "CASCADE_TEST_ITL_SLO_MS")
+    assert_slo_broken_at_first(polls, done, SLO_MS, MAX_BATCH, "CASCADE_TEST_ITL_SLO_MS")
     got = summarize(done, polls, RUN_S, SLO_MS, MAX_BATCH)
     print(got.line(MAX_BATCH))
     assert got.cap_min < MAX_BATCH
