@@ -94,6 +94,11 @@ def test_busy_adds_each_gateways_share_of_a_backend() -> None:
 def test_waiting_requests_use_the_engines_cap_before_any_backend_reports() -> None:
     got = observe.load([gateway(queued=16)], now=0.0, default_cap=32)
     assert got.busy == pytest.approx(0.5)
+    # A starting worker is a backend too, not ready, with the placeholder cap 1: it must
+    # not turn 4 waiting requests into 4 instances' worth (seen scaling from zero).
+    starting = backend("a", M).model_copy(update={"ready": False, "max_batch": 1})
+    got = observe.load([gateway([starting], queued=4)], now=0.0, default_cap=32)
+    assert got.busy == pytest.approx(4 / 32)
 
 
 def test_batch_queue_turns_relative_times_into_the_operators_clock() -> None:
