@@ -80,9 +80,9 @@ def load(loads: Sequence[GatewayLoad], now: float, default_cap: int) -> Load:
     queued = sum(g.classes[interactive].queued for g in loads if interactive in g.classes)
     used: dict[str, int] = {}
     caps: dict[str, int] = {}
-    # Ready backends only: a starting worker reports the engine's placeholder cap (1).
-    serving = (b for g in loads for b in g.backends if b.ready)
-    for b in (b for b in serving if b.role is not InstanceRole.BATCH):
+    for b in (b for g in loads for b in g.backends if b.role is not InstanceRole.BATCH):
+        if not b.ready:  # a starting worker reports the engine's placeholder cap (1)
+            continue
         key = b.pod or b.url  # several gateways report the same backend: add their shares
         used[key] = used.get(key, 0) + b.interactive_in_flight
         caps[key] = b.max_batch
