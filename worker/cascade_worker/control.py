@@ -12,7 +12,6 @@ mounted by control_routes.py. torch and ucxx load on first use, not at start.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -161,12 +160,11 @@ async def start_transfer(ctl: Control, req: TransferRequest, *, claimed: bool = 
 def import_transfer_path() -> type[MulticastNode]:
     """The multicast node class, with ucxx imported too (blocking: seconds when cold).
     The worker warms both at start (main.preload); a transfer job calls this on a thread."""
+    from cascade_worker.multicast.runner import MulticastNode
     from cascade_worker.transport.env import ucx
 
     ucx()
-    runner = importlib.import_module("cascade_worker.multicast.runner")
-    node_class: type[MulticastNode] = runner.MulticastNode
-    return node_class
+    return MulticastNode
 
 
 async def _run_transfer(ctl: Control, req: TransferRequest, store: BlockStore | None) -> None:
