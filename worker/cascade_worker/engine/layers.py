@@ -5,14 +5,16 @@ convention (the two halves of each head, not interleaved pairs) with cos/sin com
 float32; attention is grouped-query with a causal mask, optionally limited to the last
 `window` positions (Mistral: key j is visible from query i iff i - window < j <= i).
 
-Attention over a continuous batch: each sequence's new queries are padded to [B, Qmax],
-its whole context (cached + new) gathered from the paged cache to [B, Lmax], and one
-masked `scaled_dot_product_attention` call covers prefills and decodes together.
-`AttentionMeta` holds those indices; it is built once per step and shared by all layers.
+Attention over a continuous batch: one masked `scaled_dot_product_attention` call for
+all the step's decodes together and one per prefill chunk (`AttentionGroup`), each over
+its sequences' contexts (cached + new) gathered from the paged cache, so no query is
+padded to another sequence's length. `AttentionMeta` holds those indices; it is built
+once per step and shared by all layers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -51,57 +53,53 @@ def swiglu(
     return F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down)
 
 
+@dataclass(frozen=True)
+class _Flat:
+    start: torch.Tensor  # [B]
+    num_new: torch.Tensor  # [B]
+    offsets: torch.Tensor  # [B] first flat token index of each sequence
+
+
 @dataclass
-class AttentionMeta:
-    positions: torch.Tensor  # [T] position of every new token
-    slots: torch.Tensor  # [T] cache slot each new token's K/V is written to
-    gather: torch.Tensor  # [B, Lmax] cache slots of each sequence's context
-    q_index: torch.Tensor  # [B, Qmax] flat token index of each padded query
-    q_valid: torch.Tensor  # [B, Qmax] which padded queries are real
-    last_index: torch.Tensor  # [B] flat index of each sequence's last new token
-    q_pos: torch.Tensor  # [B, Qmax] position of each padded query
-    ctx_len: torch.Tensor  # [B] context length after this step
+class AttentionGroup:
+    """Sequences attended in one call: every decode (one query each) together, each
+    multi-token chunk alone. One padded call over all of them would pad every decode's
+    query to the longest chunk: a 180-token prefill beside 31 decodes cost 32 prefills."""
+
+    tokens: torch.Tensor  # [n] flat index of each real query, in padded row order
+    gather: torch.Tensor  # [b, Lmax] cache slots of each sequence's context
+    q_index: torch.Tensor  # [b, Qmax] flat token index of each padded query
+    q_valid: torch.Tensor  # [b, Qmax] which padded queries are real
+    q_pos: torch.Tensor  # [b, Qmax] position of each padded query
+    ctx_len: torch.Tensor  # [b] context length after this step
     _masks: dict[int | None, torch.Tensor]
 
     @classmethod
-    def build(cls, batch: StageBatch, block_size: int, device: torch.device) -> AttentionMeta:
-        def t(values: list[int]) -> torch.Tensor:
-            return torch.tensor(values, dtype=torch.int64, device=device)
-
-        spans = zip(batch.start_positions, batch.num_new, batch.block_tables, strict=True)
-        for s, n, table in spans:
-            if len(table) * block_size < s + n:
-                raise ValueError(f"{len(table)} blocks of {block_size} cannot hold {s + n} tokens")
-        start, num_new = t(batch.start_positions), t(batch.num_new)
+    def build(
+        cls, rows: list[int], tables: torch.Tensor, meta: _Flat, block_size: int
+    ) -> AttentionGroup:
+        device = tables.device
+        sel = torch.tensor(rows, dtype=torch.int64, device=device)
+        start, num_new, offsets = meta.start[sel], meta.num_new[sel], meta.offsets[sel]
         ctx_len = start + num_new
-        width = max(len(table) for table in batch.block_tables)
-        tables = t([x for tb in batch.block_tables for x in [*tb, *[0] * (width - len(tb))]])
-        tables = tables.view(batch.num_seqs, width)
-        seq_of = torch.repeat_interleave(torch.arange(batch.num_seqs, device=device), num_new)
-        offsets = torch.cumsum(num_new, 0) - num_new  # first flat index of each sequence
-        positions = start[seq_of] + torch.arange(batch.num_tokens, device=device) - offsets[seq_of]
-        slots = tables[seq_of, positions // block_size] * block_size + positions % block_size
-        longest = max(s + n for s, n in zip(batch.start_positions, batch.num_new, strict=True))
-        j = torch.arange(longest, device=device)
-        gather = tables[:, j // block_size] * block_size + j % block_size
+        j = torch.arange(int(ctx_len.max()), device=device)
+        gather = tables[sel][:, j // block_size] * block_size + j % block_size
         gather = torch.where(j[None, :] < ctx_len[:, None], gather, 0)
-        i = torch.arange(max(batch.num_new), device=device)
+        i = torch.arange(int(num_new.max()), device=device)
         q_valid = i[None, :] < num_new[:, None]
         q_index = torch.where(q_valid, offsets[:, None] + i[None, :], 0)
         return cls(
-            positions=positions,
-            slots=slots,
+            tokens=q_index[q_valid],
             gather=gather,
             q_index=q_index,
             q_valid=q_valid,
-            last_index=offsets + num_new - 1,
             q_pos=start[:, None] + i[None, :],
             ctx_len=ctx_len,
             _masks={},
         )
 
     def mask(self, window: int | None) -> torch.Tensor:
-        """[B, 1, Qmax, Lmax] bool: may this query see this key (cached per window)."""
+        """[b, 1, Qmax, Lmax] bool: may this query see this key (cached per window)."""
         if window not in self._masks:
             j = torch.arange(self.gather.shape[1], device=self.gather.device)[None, None, :]
             q = self.q_pos[:, :, None]
@@ -114,17 +112,62 @@ class AttentionMeta:
         return self._masks[window]
 
 
+@dataclass
+class AttentionMeta:
+    """A step's attention indices, built once and shared by all layers."""
+
+    positions: torch.Tensor  # [T] position of every new token
+    slots: torch.Tensor  # [T] cache slot each new token's K/V is written to
+    last_index: torch.Tensor  # [B] flat index of each sequence's last new token
+    groups: list[AttentionGroup]
+
+    @classmethod
+    def build(cls, batch: StageBatch, block_size: int, device: torch.device) -> AttentionMeta:
+        def t(values: list[int]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.int64, device=device)
+
+        spans = zip(batch.start_positions, batch.num_new, batch.block_tables, strict=True)
+        for s, n, table in spans:
+            if len(table) * block_size < s + n:
+                raise ValueError(f"{len(table)} blocks of {block_size} cannot hold {s + n} tokens")
+        start, num_new = t(batch.start_positions), t(batch.num_new)
+        width = max(len(table) for table in batch.block_tables)
+        tables = t([x for tb in batch.block_tables for x in [*tb, *[0] * (width - len(tb))]])
+        tables = tables.view(batch.num_seqs, width)
+        seq_of = torch.repeat_interleave(torch.arange(batch.num_seqs, device=device), num_new)
+        offsets = torch.cumsum(num_new, 0) - num_new
+        positions = start[seq_of] + torch.arange(batch.num_tokens, device=device) - offsets[seq_of]
+        slots = tables[seq_of, positions // block_size] * block_size + positions % block_size
+        flat = _Flat(start, num_new, offsets)
+        decodes = [i for i, n in enumerate(batch.num_new) if n == 1]
+        chunks = [[i] for i, n in enumerate(batch.num_new) if n > 1]
+        rows = ([decodes] if decodes else []) + chunks
+        return cls(
+            positions=positions,
+            slots=slots,
+            last_index=offsets + num_new - 1,
+            groups=[AttentionGroup.build(r, tables, flat, block_size) for r in rows],
+        )
+
+
+KVReader = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
 def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: AttentionMeta, window: int | None
+    q: torch.Tensor, read_kv: KVReader, meta: AttentionMeta, window: int | None
 ) -> torch.Tensor:
-    """q [T, H, D] of the new tokens; k, v [B, Lmax, KVH, D] gathered contexts -> [T, H*D]."""
-    qp = q[meta.q_index].transpose(1, 2)  # [B, H, Qmax, D]
-    out = F.scaled_dot_product_attention(
-        qp,
-        k.transpose(1, 2),
-        v.transpose(1, 2),
-        attn_mask=meta.mask(window),
-        enable_gqa=q.shape[1] != k.shape[2],
-    )
-    out = out.transpose(1, 2)[meta.q_valid]  # [T, H, D] in flat order
+    """q [T, H, D] of the new tokens -> [T, H*D]; `read_kv(gather)` gives one group's
+    contexts k, v [b, Lmax, KVH, D] from the cache."""
+    out = q.new_empty(q.shape[0], q.shape[1], q.shape[2])
+    for g in meta.groups:
+        k, v = read_kv(g.gather)
+        qp = q[g.q_index].transpose(1, 2)  # [b, H, Qmax, D]
+        o = F.scaled_dot_product_attention(
+            qp,
+            k.transpose(1, 2),
+            v.transpose(1, 2),
+            attn_mask=g.mask(window),
+            enable_gqa=q.shape[1] != k.shape[2],
+        )
+        out[g.tokens] = o.transpose(1, 2)[g.q_valid]  # [n, H, D]
     return out.reshape(q.shape[0], -1)

@@ -10,6 +10,8 @@ processes only need the same `CacheConfig` as the scheduler that fills the table
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 
@@ -92,8 +94,7 @@ class StageModel:
             v = F.linear(h, lw.v, lw.v_bias).view(tokens, c.kv_heads, c.head_dim)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             self.cache.write(i, meta.slots, k, v)
-            ks, vs = self.cache.read(i, meta.gather)
-            attn = attention(q, ks, vs, meta, c.layer_windows[self.start + i])
+            attn = attention(q, partial(self.cache.read, i), meta, c.layer_windows[self.start + i])
             x = x + F.linear(attn, lw.o)
             x = x + swiglu(rms_norm(x, lw.post_norm, c.rms_norm_eps), lw.gate, lw.up, lw.down)
         if not self.is_last:
