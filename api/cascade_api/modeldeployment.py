@@ -48,6 +48,15 @@ class EngineOptions(ApiModel):
     max_batch_size: int = Field(
         default=64, ge=1, le=4096, description="Upper bound on the running batch per instance."
     )
+    max_prefill_tokens_per_step: int = Field(
+        default=512,
+        ge=16,
+        le=1_048_576,
+        description="Chunked prefill: the most prompt tokens one engine step prefills beside "
+        "its decodes. A smaller budget bounds the step time, and so the inter-token latency "
+        "of the running requests, while a new prompt is prefilled over more steps (a longer "
+        "TTFT). Size it so that a decode step plus this many prefill tokens meets the ITL SLO.",
+    )
     adaptive_batch: bool = Field(
         default=True,
         description="Let each instance's local autoscaler (Chiron Algorithm 1) move its batch "

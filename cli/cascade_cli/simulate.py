@@ -74,7 +74,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     m.add_argument("--routing", choices=("gateway", "pack"), default="gateway")
     m.add_argument("--slack", type=int, default=2, help="gateway --backend-slack")
     m.add_argument("--prefill-tokens-per-s", type=float, default=None, help="(profile peak)")
-    m.add_argument("--prefill-budget", type=int, default=512, help="prompt tokens per step")
     m.add_argument("--interactive-queue", type=int, default=256)
     m.add_argument("--batch-queue", type=int, default=4096)
     m.add_argument("--client-timeout-s", type=float, default=600.0)
@@ -173,7 +172,6 @@ def _simulate(args: argparse.Namespace) -> int:
         routing=args.routing,
         slack=args.slack,
         prefill_tokens_per_s=args.prefill_tokens_per_s,
-        prefill_budget=args.prefill_budget,
         interactive_queue=args.interactive_queue,
         batch_queue=args.batch_queue,
         client_timeout_s=args.client_timeout_s,

@@ -118,6 +118,10 @@ def worker_pod(
         {"name": "CASCADE_DTYPE", "value": str(spec.engine.dtype)},
         {"name": "CASCADE_MAX_MODEL_LEN", "value": str(spec.engine.max_model_len)},
         {"name": "CASCADE_MAX_BATCH_SIZE", "value": str(spec.engine.max_batch_size)},
+        {
+            "name": "CASCADE_PREFILL_TOKENS_PER_STEP",
+            "value": str(spec.engine.max_prefill_tokens_per_step),
+        },
         # The local autoscaler (Chiron Algorithm 1) and the ITL SLOs it holds.
         {"name": "CASCADE_ADAPTIVE_BATCH", "value": "on" if spec.engine.adaptive_batch else "off"},
         {"name": "CASCADE_INTERACTIVE_ITL_SLO_MS", "value": str(spec.slo.interactive.itl_ms)},

@@ -43,6 +43,7 @@ class Deployment:
     adaptive_batch: bool  # engine.adaptiveBatch: the local autoscaler moves the cap
     slos: Mapping[str, Slo]
     max_replicas: int | None = None  # as written; unset: a fixed count someone else owns
+    prefill_budget: int = 512  # engine.maxPrefillTokensPerStep (chunked prefill)
 
     @property
     def bounded_max(self) -> int:
@@ -75,6 +76,7 @@ def from_spec(spec: ModelDeploymentSpec) -> Deployment:
         adaptive_batch=spec.engine.adaptive_batch,
         slos=slos,
         max_replicas=sc.max_replicas,
+        prefill_budget=spec.engine.max_prefill_tokens_per_step,
     )
 
 
@@ -89,7 +91,6 @@ class SimConfig:
     routing: Routing = "gateway"  # gateway: as cascade_gateway.router; pack: oldest first
     slack: int = 2  # gateway --backend-slack: in flight up to cap + slack per instance
     prefill_tokens_per_s: float | None = None  # None: the profile's (measured, else peak)
-    prefill_budget: int = 512  # engine prefill tokens per step (chunked prefill)
     interactive_queue: int = 256  # gateway --interactive-queue: more waiting -> 429
     batch_queue: int = 4096  # gateway --batch-queue
     client_timeout_s: float = 600.0  # replay --timeout-s: a request still queued is given up
@@ -102,7 +103,7 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.time_to_ready_s < 0 or self.tick_s <= 0 or self.local_tick_s <= 0:
             raise ValueError("time-to-ready must be >= 0 and ticks > 0")
-        if self.slack < 0 or self.prefill_budget < 1:
-            raise ValueError("slack must be >= 0 and the prefill budget >= 1")
+        if self.slack < 0:
+            raise ValueError("slack must be >= 0")
         if self.prefill_tokens_per_s is not None and self.prefill_tokens_per_s <= 0:
             raise ValueError("prefill tokens/s must be > 0")

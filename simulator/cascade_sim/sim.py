@@ -82,7 +82,7 @@ class _Sim:
         limits = BatchLimits(engine_max=dep.engine_max_batch) if adaptive else None
         rate = cfg.prefill_tokens_per_s or profile.prefill_tokens_per_s
         steps = profile.step_table(dep.engine_max_batch)
-        self.pool = Pool(steps, rate, cfg.prefill_budget, dep.engine_max_batch, limits)
+        self.pool = Pool(steps, rate, dep.prefill_budget, dep.engine_max_batch, limits)
         self.gw = Gateway(
             cfg.routing, cfg.slack, (cfg.interactive_queue, cfg.batch_queue), cfg.client_timeout_s
         )

@@ -128,6 +128,7 @@ def test_minimal_manifest_gets_the_documented_defaults() -> None:
         "dtype": "auto",
         "maxModelLen": 4096,
         "maxBatchSize": 64,
+        "maxPrefillTokensPerStep": 512,
         "adaptiveBatch": True,
     }
     assert spec["instance"]["gpus"] == 1

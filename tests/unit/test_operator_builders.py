@@ -148,6 +148,7 @@ def test_worker_gets_the_local_autoscaler_switch_and_itl_slos() -> None:
     }
     assert (env["CASCADE_ADAPTIVE_BATCH"], env["CASCADE_INTERACTIVE_ITL_SLO_MS"]) == ("on", "40")
     assert env["CASCADE_BATCH_ITL_SLO_MS"] == "1000"
+    assert env["CASCADE_PREFILL_TOKENS_PER_STEP"] == "512"  # engine.maxPrefillTokensPerStep
     off = spec(model={"uri": "file:///m"}, engine={"adaptiveBatch": False})
     env = {
         e["name"]: e.get("value")

@@ -120,6 +120,7 @@ def test_await_mode_starts_idle_but_wants_to_serve() -> None:
         (["--max-batch", "0"], {}),
         ([], {"CASCADE_MAX_BATCH_SIZE": "many"}),
         (["--max-model-len", "-5"], {}),
+        ([], {"CASCADE_PREFILL_TOKENS_PER_STEP": "0"}),
         (["--queue-limit", "-1"], {}),
         (["--request-drain-seconds", "-1"], {}),
         (["--adaptive-batch", "maybe"], {}),
@@ -167,3 +168,10 @@ def test_bind_host_prefers_pod_ip() -> None:
     assert bind_host({"POD_IP": "198.18.0.9"}) == "198.18.0.9"
     assert bind_host({"POD_IP": ""}) == "0.0.0.0"
     assert bind_host({}) == "0.0.0.0"
+
+
+def test_prefill_budget_from_the_flag_or_the_operators_env() -> None:
+    assert load_config([], {}).prefill_tokens_per_step is None  # the engine's default
+    env = {"CASCADE_PREFILL_TOKENS_PER_STEP": "128"}
+    assert load_config([], env).prefill_tokens_per_step == 128
+    assert load_config(["--prefill-tokens-per-step", "64"], env).prefill_tokens_per_step == 64

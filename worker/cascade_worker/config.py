@@ -68,6 +68,9 @@ class WorkerConfig:
     # Engine bounds when a serve request does not say; None = the engine's default.
     max_batch: int | None = None
     max_model_len: int | None = None
+    # Prompt tokens one engine step prefills beside its decodes ($CASCADE_PREFILL_TOKENS_PER_STEP,
+    # the ModelDeployment's engine.maxPrefillTokensPerStep); None = the engine's default.
+    prefill_tokens_per_step: int | None = None
     # Most requests waiting for a batch slot before 429 (0 = no limit): the gateway holds
     # the real queues, so a worker's queue stays short and its wait visible to routing.
     queue_limit: int = 0
@@ -164,6 +167,13 @@ def add_engine_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> 
         help="context length (env CASCADE_MAX_MODEL_LEN; default: the engine's)",
     )
     parser.add_argument(
+        "--prefill-tokens-per-step",
+        type=parse_count,
+        default=env.get("CASCADE_PREFILL_TOKENS_PER_STEP") or None,
+        help="chunked prefill budget: prompt tokens per engine step "
+        "(env CASCADE_PREFILL_TOKENS_PER_STEP; default: the engine's)",
+    )
+    parser.add_argument(
         "--queue-limit",
         type=parse_limit,
         default=env.get("CASCADE_QUEUE_LIMIT", "0"),
@@ -249,6 +259,7 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         await_weights=await_weights,
         max_batch=args.max_batch,
         max_model_len=args.max_model_len,
+        prefill_tokens_per_step=args.prefill_tokens_per_step,
         queue_limit=args.queue_limit,
         device=args.device,
         dtype=args.dtype,

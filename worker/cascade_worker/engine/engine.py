@@ -31,7 +31,7 @@ from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.engine.protocol import EngineStats, RequestRejected
 from cascade_worker.engine.requests import EngineRequest, prepare_prompt
 from cascade_worker.engine.sampling import sample
-from cascade_worker.engine.scheduler import Scheduler, SchedulerOutput
+from cascade_worker.engine.scheduler import DEFAULT_PREFILL_BUDGET, Scheduler, SchedulerOutput
 from cascade_worker.engine.sizing import DEFAULT_BLOCK_SIZE, cache_config, context_length
 from cascade_worker.engine.tokenizer import EngineTokenizer
 
@@ -47,7 +47,7 @@ class LLMEngine:
         *,
         max_batch: int = 8,
         max_model_len: int | None = None,
-        prefill_budget: int = 512,
+        prefill_budget: int = DEFAULT_PREFILL_BUDGET,
     ) -> None:
         self.config = config
         self.executor = executor
@@ -84,7 +84,7 @@ class LLMEngine:
         dtype: torch.dtype | None = None,
         block_size: int = DEFAULT_BLOCK_SIZE,
         kv_cache_tokens: int | None = None,
-        prefill_budget: int = 512,
+        prefill_budget: int = DEFAULT_PREFILL_BUDGET,
         cuts: tuple[int, ...] = (),
     ) -> LLMEngine:
         """Whole model in this process, as one stage or split at layer `cuts`; context

@@ -28,6 +28,8 @@ from cascade_protocol.generate import RequestClass
 from cascade_worker.engine.kv_blocks import BlockAllocator, CacheConfig
 
 CLASS_RANK = {RequestClass.INTERACTIVE: 0, RequestClass.BATCH: 1}
+# Prompt tokens one step prefills unless the deployment says (engine.maxPrefillTokensPerStep).
+DEFAULT_PREFILL_BUDGET = 512
 
 
 @dataclass

@@ -29,6 +29,7 @@ from cascade_protocol.generate import GenerateRequest, SamplingParams
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.engine import LLMEngine
+from cascade_worker.engine.scheduler import DEFAULT_PREFILL_BUDGET
 from cascade_worker.engine.sizing import DEFAULT_BLOCK_SIZE, cache_config, context_length
 from cascade_worker.engine.stage import StageModel
 from cascade_worker.engine.tokenizer import EngineTokenizer
@@ -47,7 +48,7 @@ def head_engine(
     *,
     max_batch: int = 8,
     max_model_len: int | None = None,
-    prefill_budget: int = 512,
+    prefill_budget: int = DEFAULT_PREFILL_BUDGET,
     kv_cache_tokens: int | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     micro_batches: int | None = None,

@@ -26,6 +26,7 @@ class EngineOptions:
 
     max_batch: int | None = None
     max_model_len: int | None = None
+    prefill_budget: int | None = None  # prompt tokens one step prefills (chunked prefill)
     device: str | None = None  # e.g. "cuda:0", "cpu"
     dtype: str | None = None  # torch dtype name ("bfloat16"); None = the checkpoint's
 

@@ -112,6 +112,7 @@ def build_head(
 ) -> tuple[LLMEngine, HeadRole]:
     """An engine over layers [0, end) here and `stages` for the rest. Blocking (it
     attaches every stage through `loop`): call on a thread, never on `loop`."""
+    from cascade_worker.engine.scheduler import DEFAULT_PREFILL_BUDGET
     from cascade_worker.pipeline.head import head_engine
 
     # Context and KV cache are sized by head_engine as for a one-process engine.
@@ -119,6 +120,7 @@ def build_head(
         store, end, stages,
         max_batch=options.max_batch or DEFAULT_MAX_BATCH,
         max_model_len=options.max_model_len,
+        prefill_budget=options.prefill_budget or DEFAULT_PREFILL_BUDGET,
         device=options.device or "cpu", dtype=torch_dtype(options.dtype), loop=loop,
     )  # fmt: skip
     return engine, HeadRole(executor, list(stages), (0, end))

@@ -85,6 +85,7 @@ class Serving:
         return EngineOptions(
             max_batch=max_batch or self.config.max_batch,
             max_model_len=max_model_len or self.config.max_model_len,
+            prefill_budget=self.config.prefill_tokens_per_step,
             device=self.config.device or None,
             dtype=None if self.config.dtype in ("", "auto") else self.config.dtype,
         )
