@@ -65,7 +65,7 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     w.add_argument(
         "--peak-utilization",
         type=float,
-        default=0.5,
+        default=0.35,
         help="busiest minute = maxReplicas x this at full speed",
     )
     w.add_argument("--rate-scale", type=float, default=None, help="K copies instead")

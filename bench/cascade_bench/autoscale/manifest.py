@@ -30,12 +30,13 @@ RUNS = ("cascade", "fixed_max", "kpa", "fixed_min")
 
 # The bench's defaults (bench/README.md says why): examples/02-autoscaling's shape with
 # bounds for 6 instances at 0.2 core, SLOs the 0.2-core tiny-llama can meet at a
-# moderate batch, and a 60 s scale-down window (the KPA's) instead of the HPA's 300 s.
+# moderate batch, a prefill chunk that keeps a step within the ITL SLO, scale-up to
+# maxReplicas at once (as the KPA's panic mode) and a 30 s scale-down window.
 BASE_SPEC: dict[str, Any] = {
     "model": {"uri": "file:///var/lib/cascade/models/tiny-llama", "servedName": "chat"},
     "replicas": 2,
     "instance": {"gpus": 8},
-    "engine": {"maxBatchSize": 32, "adaptiveBatch": True},
+    "engine": {"maxBatchSize": 32, "maxPrefillTokensPerStep": 256, "adaptiveBatch": True},
     "scaling": {
         "minReplicas": 1,
         "maxReplicas": 6,
@@ -43,13 +44,10 @@ BASE_SPEC: dict[str, Any] = {
             "scaleUp": {
                 "stabilizationWindowSeconds": 0,
                 "selectPolicy": "Max",
-                "policies": [
-                    {"type": "Pods", "value": 4, "periodSeconds": 15},
-                    {"type": "Percent", "value": 100, "periodSeconds": 15},
-                ],
+                "policies": [{"type": "Pods", "value": 6, "periodSeconds": 15}],
             },
             "scaleDown": {
-                "stabilizationWindowSeconds": 60,
+                "stabilizationWindowSeconds": 30,
                 "selectPolicy": "Min",
                 "policies": [{"type": "Percent", "value": 50, "periodSeconds": 30}],
             },

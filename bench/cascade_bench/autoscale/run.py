@@ -44,7 +44,7 @@ class AutoscaleConfig:
     trace: Path
     profile: Path  # read, or measured and written when missing
     scaling: Scaling = field(default_factory=Scaling)
-    peak_utilization: float = 0.5
+    peak_utilization: float = 0.35
     rate_scale: float | None = None  # given outright instead of the peak rule
     base_spec: Mapping[str, Any] = field(default_factory=lambda: dict(manifest.BASE_SPEC))
     runs: tuple[str, ...] = manifest.RUNS
