@@ -260,12 +260,18 @@ def test_scale_down_cancels_a_running_plan_and_replans_the_rest() -> None:
 
 
 def test_pending_plan_waits_for_starting_pods_then_covers_them() -> None:
-    young = idle("llama-2", alive=False, starting=True, created=at(0), ip=None, phase=None)
-    w = world(holder("llama-0"), idle("llama-1"), young)
+    young = idle("llama-2", alive=False, starting=True, created=at(0.5), ip=None, phase=None)
+    w = world(holder("llama-0"), idle("llama-1", created=at(0)), young)
     d = w.tick(at(1))
     assert d.create == [] and w.planned().reason == "WaitingForPods"
-    w.workers["llama-2"] = idle("llama-2", created=at(0))
+    w.workers["llama-2"] = idle("llama-2", created=at(0.5))
     assert w.tick(at(3)).create[0]["spec"]["targets"] == ["llama-1", "llama-2"]
+
+
+def test_a_later_scale_ups_pods_do_not_hold_back_a_ready_target() -> None:
+    later = idle("llama-2", alive=True, created=at(9), phase=None)  # status not answered
+    w = world(holder("llama-0"), idle("llama-1", created=at(0)), later)
+    assert w.tick(at(10)).create[0]["spec"]["targets"] == ["llama-1"]
 
 
 def test_restart_is_idempotent() -> None:

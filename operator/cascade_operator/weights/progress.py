@@ -42,6 +42,8 @@ class PlanPolicy:
     # New pods not yet placed or answering hold back planning at most this long (worker
     # processes take seconds to start), so one plan covers a scale-up.
     gather_s: float = 30.0
+    # Pods created this soon after a target's creation belong to its scale-up (gathered).
+    same_scale_up_s: float = 3.0
     history: int = 10  # finished plans kept per deployment (like revisionHistoryLimit)
 
 

@@ -7,9 +7,13 @@ than the pod do not count: a recreated pod with the same name starts afresh). Pa
 `max_repairs` repairs the pod is replaced instead of planned for again, and so is a pod
 still transferring long after the plan that named it ended (a stuck peer).
 
-While new pods are still starting or their control API is not up yet (for at most
+While new pods of the targets' scale-up (created within `same_scale_up_s` of the
+newest target) are still starting or their control API is not up yet (for at most
 `gather_s` after their creation) planning waits, so a scale-up by 8 is one plan for 8
-targets rather than 8 plans; as soon as all of them answer, planning goes ahead. Pure.
+targets rather than 8 plans; as soon as all of them answer, planning goes ahead. Pods
+of a later scale-up do not hold back targets that are ready now: on a busy host a
+starting worker's status can go unanswered for tens of seconds, and it once held a
+ready target for 20 s. Pure.
 """
 
 from __future__ import annotations
@@ -66,10 +70,15 @@ def choose_targets(
         ):
             replace.append(w.name)
     gather = timedelta(seconds=policy.gather_s)
-    # Young pods not yet placed, or running but with a control API not up yet.
+    # Young pods not yet placed, or running but with a control API not up yet...
     coming = [w for w in workers if w.starting or (w.alive and w.phase is None)]
-    waiting = [w.name for w in coming if w.created is not None and now - w.created < gather]
-    return Targets(pods, sorted(waiting), tries, replace)
+    waiting = [w for w in coming if w.created is not None and now - w.created < gather]
+    # ... of the targets' own scale-up: a later one gets a plan of its own.
+    born = [c for p in pods if (c := by_name[p].created) is not None]
+    if born and len(born) == len(pods):
+        cutoff = max(born) + timedelta(seconds=policy.same_scale_up_s)
+        waiting = [w for w in waiting if w.created is not None and w.created <= cutoff]
+    return Targets(pods, sorted(w.name for w in waiting), tries, replace)
 
 
 def participants(spec: ScalePlanSpec) -> list[str]:
