@@ -177,7 +177,7 @@ def _simulate(args: argparse.Namespace) -> int:
         client_timeout_s=args.client_timeout_s,
         kpa_target=args.kpa_target,
     )
-    prefill = cfg.prefill_tokens_per_s or profile.prefill_tokens_per_s
+    prefill = cfg.prefill_rate(profile)
     arrivals, load = workload(args, dep, profile, prefill)
     names = POLICIES if args.policy == "all" else (args.policy,)
     docs: dict[str, dict[str, Any]] = {}

@@ -16,6 +16,7 @@ from typing import Literal
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_api.scaling import AutoscalerOwner
 from cascade_autoscaler.policy_types import AutoscaleSpec, Owner
+from cascade_sim.profile import CapacityProfile
 
 INTERACTIVE = "interactive"
 BATCH = "batch"
@@ -99,6 +100,10 @@ class SimConfig:
     arrival_intervals: int = 30  # how many intervals the gateway reports
     kpa_target: float | None = None  # KPA concurrency per instance; None: 0.7 x max batch
     timeline: bool = True  # sample the fleet and queues every tick
+
+    def prefill_rate(self, profile: CapacityProfile) -> float:
+        """Prompt tokens/s of prefill: the override, else the profile's."""
+        return self.prefill_tokens_per_s or profile.prefill_tokens_per_s
 
     def __post_init__(self) -> None:
         if self.time_to_ready_s < 0 or self.tick_s <= 0 or self.local_tick_s <= 0:

@@ -80,7 +80,7 @@ class _Sim:
             cfg.local == "auto" and policy.name == "cascade" and dep.adaptive_batch
         )
         limits = BatchLimits(engine_max=dep.engine_max_batch) if adaptive else None
-        rate = cfg.prefill_tokens_per_s or profile.prefill_tokens_per_s
+        rate = cfg.prefill_rate(profile)
         steps = profile.step_table(dep.engine_max_batch)
         self.pool = Pool(steps, rate, dep.prefill_budget, dep.engine_max_batch, limits)
         self.gw = Gateway(
