@@ -30,6 +30,8 @@ in at most one action: N' gives IBP <= Θ <= Θ + δ, and a second tick returns 
 whether N' is in the band or below it. A floor (N' = floor(B / Θ)) would flap: B 1 at
 Θ 0.7 gives N' 1, IBP 1 > Θ + δ, then 2, IBP 0.5 < Θ - δ, then 1... Stabilization
 windows, keep-alive and min/max replicas apply on top, in the composed policy.
+Below the band while any instance is still starting, hold: B counts ready instances only,
+so a pause right after a scale-up reads as calm before the new instances can serve.
 
 **From zero** IBP is undefined; waiting requests start one instance, the least that
 serves them, and IBP takes over once it runs.
@@ -159,6 +161,9 @@ def decide_interactive(obs: InteractiveObservation, band: InteractiveBand) -> In
     if ibp > hi + _EPS:
         why = f"{state} above {edges}: scale up to {target} so IBP <= Θ {band.theta:.2f}"
         return _decision(target, band, ibp, "scale_up", why)
+    if ibp < lo - _EPS and target < n and obs.starting > 0:
+        why = f"{state} below {edges}, but no scale-down while instances start: they serve soon"
+        return _decision(n, band, ibp, "hold", why)
     if ibp < lo - _EPS and target < n:
         why = f"{state} below {edges}: scale down to {target}, the fewest with IBP <= Θ"
         return _decision(target, band, ibp, "scale_down", why)

@@ -240,3 +240,17 @@ def test_waiting_requests_during_a_cold_start_ask_for_the_same_count_every_tick(
     )
     for _ in range(10):  # the same waiting requests, recounted: a level, not an increment
         assert decide_interactive(again, band).desired == 2
+
+
+def test_no_scale_down_while_instances_start() -> None:
+    # 6 ordered for a burst, 5 still starting when the burst pauses (B 0): cutting them
+    # now wastes their start and re-orders them for the next burst; judge them serving.
+    calm = InteractiveObservation(interactive=1, mixed=5, busy=0.0, starting=5)
+    d = decide_interactive(calm, BAND)
+    assert (d.action, d.desired) == ("hold", 6)
+    assert "while instances start" in d.reason
+    ready = InteractiveObservation(interactive=1, mixed=5, busy=0.0, starting=0)
+    assert decide_interactive(ready, BAND).action == "scale_down"
+    # Scale-up is never held back.
+    burst = InteractiveObservation(interactive=1, mixed=5, busy=6.0, starting=5)
+    assert decide_interactive(burst, BAND).action == "scale_up"
