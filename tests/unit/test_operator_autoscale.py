@@ -114,6 +114,15 @@ def test_batch_queue_turns_relative_times_into_the_operators_clock() -> None:
     assert (ctx.batch_instances, f.starting, f.mixed) == (1, 1, 1)
 
 
+def test_a_pod_unready_for_minutes_is_stuck_not_starting() -> None:
+    # The policy holds scale-down while instances start; a pod that never gets Ready
+    # (unschedulable) must not hold it for ever.
+    young = pod(1, ready=False, created=NOW - timedelta(seconds=20))
+    stuck = pod(2, ready=False, created=NOW - observe.STUCK_AFTER)
+    assert observe.fleet(3, [pod(0), young, stuck], NOW).starting == 1
+    assert observe.fleet(3, [pod(0), young, stuck]).starting == 2  # no clock: all count
+
+
 def test_output_lengths_pool_gateways_by_sample_count() -> None:
     a = Demand(output_tokens_mean=100, output_tokens_std=10, output_samples=3)
     b = Demand(output_tokens_mean=200, output_tokens_std=30, output_samples=1)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_autoscaler.batch_queue import BatchQueueContext, QueuedBatchRequest
@@ -60,15 +61,27 @@ def alive(pods: Sequence[PodView]) -> list[PodView]:
     return [p for p in pods if not p.terminating and not p.failed]
 
 
-def fleet(replicas: int, pods: Sequence[PodView]) -> Fleet:
+# A pod not Ready this long after its creation is stuck (unschedulable, failing to
+# start), not starting: it must not hold back scale-down (the policy holds while
+# instances start) for ever.
+STUCK_AFTER = timedelta(minutes=5)
+
+
+def fleet(replicas: int, pods: Sequence[PodView], wall: datetime | None = None) -> Fleet:
+    """The instances by role; `wall` (the cluster's clock) tells starting from stuck."""
     live = alive(pods)
     by_role = {r: sum(1 for p in live if p.role is r) for r in InstanceRole}
+
+    def starting(p: PodView) -> bool:
+        young = wall is None or p.created is None or wall - p.created < STUCK_AFTER
+        return not p.ready and young
+
     return Fleet(
         replicas=replicas,
         interactive=by_role[InstanceRole.INTERACTIVE],
         mixed=by_role[InstanceRole.MIXED],
         batch=by_role[InstanceRole.BATCH],
-        starting=sum(1 for p in live if not p.ready),
+        starting=sum(1 for p in live if starting(p)),
     )
 
 
@@ -165,8 +178,9 @@ def context(
     pods: Sequence[PodView],
     loads: Sequence[GatewayLoad],
     tokens_per_s: float,
+    wall: datetime | None = None,
 ) -> AutoscaleContext:
-    f = fleet(spec.replicas, pods)
+    f = fleet(spec.replicas, pods, wall)
     return AutoscaleContext(
         now=now,
         spec=autoscale_spec(spec),

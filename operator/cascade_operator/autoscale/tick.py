@@ -75,7 +75,7 @@ class Autoscaler:
         now = self.clock()
         loads = self.gateways.loads(self._gateway_ips(ref))
         memory.tokens_per_s = observe.peak_tokens_per_s(loads, memory.tokens_per_s)
-        ctx = observe.context(now, spec, pods, loads, memory.tokens_per_s)
+        ctx = observe.context(now, spec, pods, loads, memory.tokens_per_s, utcnow())
         rec, state = policy.decide(ctx, memory.state)
         written = None
         if rec.write:
