@@ -72,7 +72,9 @@ def run(cfg: CapacityConfig, say: Callable[[str], None] = print) -> dict[str, An
         url, n = first.generate_url, cfg.prefill_samples
         long_ttfts = asyncio.run(prefill_ttfts(url, ids[: cfg.prefill_prompt_tokens], n))
         short_ttfts = asyncio.run(prefill_ttfts(url, short_ids, n))
-        prefill = prefill_point(cfg.prefill_prompt_tokens, long_ttfts, len(short_ids), short_ttfts)
+        prefill = prefill_point(
+            cfg.prefill_prompt_tokens, long_ttfts, len(short_ids), short_ttfts
+        )
         say(
             f"  prefill: {prefill['tokens_per_s']:.0f} tok/s + "
             f"{prefill['request_overhead_s'] * 1e3:.1f} ms per request"
