@@ -17,9 +17,7 @@ known in closed form. The engine's iteration-level batching becomes:
   `step(d) + c / prefill rate`, so prefill slows the decoders as it does in the engine.
   The prompt tokens go to the prefilling requests first-come-first-served (the engine
   spreads a step's budget over them; the total rate is the same). A request's first
-  token comes with the step that ends its prefill: TTFT = queue wait + this. The
-  profile's per-request overhead (HTTP, admission: CPU the instance spends per request)
-  is prefilled as that many seconds' worth of extra prompt tokens.
+  token comes with the step that ends its prefill: TTFT = queue wait + this.
 - **Admission.** Up to `cap` requests run (prefilling or decoding); the gateway may send
   `slack` more, which wait here, interactive first (the engine's class priority). When
   exactly `cap` run and an interactive request waits, the latest batch request is
@@ -65,7 +63,6 @@ class Instance:
         "inflight",
         "inter",
         "last",
-        "overhead",
         "phase",
         "pre",
         "pre_sum",
@@ -98,7 +95,6 @@ class Instance:
         steps: list[float],
         prefill_rate: float,
         budget: int,
-        overhead_s: float = 0.0,
     ) -> None:
         self.iid = iid  # creation order: older instances are filled first when packing
         self.role = role
@@ -110,7 +106,6 @@ class Instance:
         self.steps = steps  # step time by decoding batch size (profile.step_table)
         self.R = prefill_rate
         self.budget = budget
-        self.overhead = overhead_s * prefill_rate  # a request's fixed cost, in prompt tokens
         self.dec: list[tuple[float, int, Req]] = []  # (finish V, seq, request)
         self.dec_inter = 0  # of those, interactive
         self.pre: deque[Req] = deque()  # prefilling, FCFS; the head's `remaining` moves
@@ -198,8 +193,7 @@ class Instance:
             pass
         while (self.wait_i or self.wait_b) and len(self.dec) + len(self.pre) < self.cap:
             r = self.wait_i.popleft() if self.wait_i else self.wait_b.popleft()
-            resumed = r.output - r.left if r.left >= 0 else 0
-            r.remaining = r.prompt + resumed + self.overhead
+            r.remaining = float(r.prompt + (r.output - r.left if r.left >= 0 else 0))
             self.pre.append(r)
             self.pre_sum += r.remaining
         self.touch()

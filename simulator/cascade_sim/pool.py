@@ -33,12 +33,10 @@ class Pool:
         budget: int,
         engine_max: int,
         limits: BatchLimits | None,
-        overhead_s: float = 0.0,
     ) -> None:
         self.steps = steps
         self.prefill_rate = prefill_rate
         self.budget = budget
-        self.overhead_s = overhead_s
         self.engine_max = engine_max
         self.limits = limits  # None: fixed cap at the engine's max batch
         self.all: list[Instance] = []  # every instance ever (for instance-seconds)
@@ -59,7 +57,6 @@ class Pool:
                 self.steps,
                 self.prefill_rate,
                 self.budget,
-                self.overhead_s,
             )
             if self.limits is not None:
                 local.start(inst, self.limits)

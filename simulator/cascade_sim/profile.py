@@ -39,9 +39,6 @@ class CapacityProfile:
     model: str = ""
     node_cpu: float | None = None
     prefill_per_s: float | None = None  # measured prefill tokens/s (the document's `prefill`)
-    # Measured fixed cost of a request on the instance (HTTP, admission, streaming set-up),
-    # seconds of its time; 0 for profiles that folded it into the prefill rate.
-    request_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.points:
@@ -51,8 +48,6 @@ class CapacityProfile:
             raise ValueError("capacity profile: batches must be distinct, >= 1 and sorted")
         if any(p.tokens_per_s <= 0 for p in self.points):
             raise ValueError("capacity profile: tokens_per_s must be > 0 at every batch")
-        if not self.request_overhead_s >= 0:
-            raise ValueError("capacity profile: request_overhead_s must be >= 0")
 
     @property
     def peak_tokens_per_s(self) -> float:
@@ -114,13 +109,9 @@ def from_document(doc: Mapping[str, Any]) -> CapacityProfile:
     rate = prefill.get("tokens_per_s") if isinstance(prefill, Mapping) else None
     if rate is not None and (not isinstance(rate, (int, float)) or rate <= 0):
         raise ValueError(f"capacity profile: prefill tokens_per_s must be > 0, got {rate!r}")
-    overhead = prefill.get("request_overhead_s", 0.0) if isinstance(prefill, Mapping) else 0.0
-    if not isinstance(overhead, (int, float)) or overhead < 0:
-        raise ValueError(f"capacity profile: request_overhead_s must be >= 0, got {overhead!r}")
     return CapacityProfile(
         tuple(points),
         model,
         None if cpu is None else float(cpu),
         None if rate is None else float(rate),
-        float(overhead),
     )

@@ -82,10 +82,7 @@ class _Sim:
         limits = BatchLimits(engine_max=dep.engine_max_batch) if adaptive else None
         rate = cfg.prefill_rate(profile)
         steps = profile.step_table(dep.engine_max_batch)
-        self.pool = Pool(
-            steps, rate, dep.prefill_budget, dep.engine_max_batch, limits,
-            profile.request_overhead_s,
-        )  # fmt: skip
+        self.pool = Pool(steps, rate, dep.prefill_budget, dep.engine_max_batch, limits)
         self.gw = Gateway(
             cfg.routing, cfg.slack, (cfg.interactive_queue, cfg.batch_queue), cfg.client_timeout_s
         )

@@ -103,8 +103,7 @@ class Req:
 
 def request_cost_s(a: Arrival, profile: CapacityProfile, batch: int, prefill_rate: float) -> float:
     """Instance-seconds one request takes at the operating batch."""
-    prefill = profile.request_overhead_s + a.prompt_tokens / prefill_rate
-    return prefill + a.output_tokens / profile.tokens_per_s(batch)
+    return a.prompt_tokens / prefill_rate + a.output_tokens / profile.tokens_per_s(batch)
 
 
 def peak_demand(

@@ -121,16 +121,6 @@ def test_prefill_point_is_prompt_tokens_over_the_median_ttft() -> None:
         prefill_point(256, [])
 
 
-def test_prefill_point_splits_a_fixed_cost_per_request_off_the_rate() -> None:
-    # TTFT = 20 ms + tokens / 1000 tok/s, measured at 16 and 512 tokens.
-    got = prefill_point(512, [0.532, 0.531, 0.533], 16, [0.036, 0.037, 0.035])
-    assert got["tokens_per_s"] == pytest.approx(1000.0)
-    assert got["request_overhead_s"] == pytest.approx(0.020)
-    assert (got["short_prompt_tokens"], got["short_ttft_p50_s"]) == (16, 0.036)
-    with pytest.raises(ValueError, match="must take longer"):
-        prefill_point(512, [0.03], 16, [0.04])
-
-
 def test_plot_writes_a_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "cap.png"

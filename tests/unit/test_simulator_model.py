@@ -65,14 +65,6 @@ def test_fluid_decode_matches_hand_computed_times() -> None:
     assert ra.mean_itl_s == pytest.approx((ra.finished - ra.first) / 10)
 
 
-def test_a_requests_fixed_cost_is_prefilled_with_its_prompt() -> None:
-    """The profile's per-request overhead adds its seconds to an idle instance's TTFT
-    (as prompt tokens at the prefill rate, so it also shares steps like a prompt)."""
-    slow = CapacityProfile(TWO.points, request_overhead_s=0.02)
-    (r,) = run_fixed([Arrival(0, 0.0, 10, 2, False)], deployment(), slow)
-    assert r.first == pytest.approx(0.01 + 0.02)
-
-
 def test_interactive_is_served_before_batch_that_waited_longer() -> None:
     a = Arrival(0, 0.0, 1, 50, False)
     b = Arrival(1, 0.001, 1, 5, True)  # batch arrives first

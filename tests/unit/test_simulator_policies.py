@@ -211,10 +211,3 @@ def test_profile_document_round_trip_from_the_bench() -> None:
     doc = {"model": "tiny-llama", "node_cpu": 0.5, "curve": [], "scaling": {}}
     doc["curve"] = [{"batch": p.batch, "tokens_per_s": p.tokens_per_s} for p in TINY.points]
     assert from_document(doc).points == TINY.points
-    assert from_document(doc).request_overhead_s == 0.0  # profiles from before it
-    doc["prefill"] = {"tokens_per_s": 1200.0, "request_overhead_s": 0.025}
-    got = from_document(doc)
-    assert (got.prefill_tokens_per_s, got.request_overhead_s) == (1200.0, 0.025)
-    doc["prefill"] = {"tokens_per_s": 1200.0, "request_overhead_s": -1}
-    with pytest.raises(ValueError, match="request_overhead_s"):
-        from_document(doc)

@@ -3,11 +3,9 @@
 The JSON document is what the simulator reads later (issue 10 §6), so its keys are a
 contract: `node_cpu`, `model`, `curve` (`batch`, `tokens_per_s`, `itl_p50_s`,
 `itl_p90_s`, plus informative extras), `prefill` (`tokens_per_s`, `prompt_tokens`,
-`ttft_p50_s`: one idle instance's prefill speed; `request_overhead_s`, `short_prompt_tokens`,
-`short_ttft_p50_s` when a short prompt split off the fixed cost per request), `scaling`
-(`one`, `two`, `ratio`, plus how it was measured). `table` prints from that document
-alone; `plot` draws it with matplotlib's Agg backend (imported inside: only the bench
-extra installs matplotlib).
+`ttft_p50_s`: one idle instance's prefill speed), `scaling` (`one`, `two`, `ratio`, plus how it was
+measured). `table` prints from that document alone; `plot` draws it with matplotlib's
+Agg backend (imported inside: only the bench extra installs matplotlib).
 """
 
 from __future__ import annotations
@@ -61,16 +59,10 @@ def _ms(value: float | None) -> str:
 def _prefill_line(prefill: dict[str, Any] | None) -> str:
     if not prefill:
         return "prefill: not measured"
-    line = (
+    return (
         f"prefill: {prefill['tokens_per_s']:.0f} tok/s ({prefill['prompt_tokens']}-token prompts, "
         f"time to first token p50 {_ms(prefill['ttft_p50_s'])} ms over {prefill['samples']})"
     )
-    if "request_overhead_s" in prefill:
-        line += (
-            f" + {_ms(prefill['request_overhead_s'])} ms per request (a "
-            f"{prefill['short_prompt_tokens']}-token prompt: {_ms(prefill['short_ttft_p50_s'])} ms)"
-        )
-    return line
 
 
 def table(doc: dict[str, Any]) -> str:

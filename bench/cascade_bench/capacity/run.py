@@ -67,18 +67,12 @@ def run(cfg: CapacityConfig, say: Callable[[str], None] = print) -> dict[str, An
             point = asyncio.run(measure(b, [(first.generate_url, b)], load))
             say(f"  batch {b:>3}: {point.tokens_per_s:8.1f} tok/s, ITL p50 {point.itl_p50_s}")
             curve.append(point)
-        short_ids = cfg.load().prompt_token_ids
-        ids = short_ids * (cfg.prefill_prompt_tokens // cfg.prompt_tokens + 1)
-        url, n = first.generate_url, cfg.prefill_samples
-        long_ttfts = asyncio.run(prefill_ttfts(url, ids[: cfg.prefill_prompt_tokens], n))
-        short_ttfts = asyncio.run(prefill_ttfts(url, short_ids, n))
-        prefill = prefill_point(
-            cfg.prefill_prompt_tokens, long_ttfts, len(short_ids), short_ttfts
+        ids = cfg.load().prompt_token_ids * (cfg.prefill_prompt_tokens // cfg.prompt_tokens + 1)
+        ttfts = asyncio.run(
+            prefill_ttfts(first.generate_url, ids[: cfg.prefill_prompt_tokens], cfg.prefill_samples)
         )
-        say(
-            f"  prefill: {prefill['tokens_per_s']:.0f} tok/s + "
-            f"{prefill['request_overhead_s'] * 1e3:.1f} ms per request"
-        )
+        prefill = prefill_point(cfg.prefill_prompt_tokens, ttfts)
+        say(f"  prefill {cfg.prefill_prompt_tokens} tokens: {prefill['tokens_per_s']:.0f} tok/s")
         conc = cfg.concurrency or 2 * knee(curve)
         one = asyncio.run(measure(conc, [(first.generate_url, conc)], load))
         say(f"1 instance, {conc} in flight: {one.tokens_per_s:.1f} tok/s; scaling to 2")

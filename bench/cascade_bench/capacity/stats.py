@@ -108,42 +108,15 @@ def split(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
-def prefill_point(
-    prompt_tokens: int,
-    ttfts_s: Sequence[float],
-    short_tokens: int | None = None,
-    short_ttfts_s: Sequence[float] = (),
-) -> dict[str, float | int]:
-    """Prefill speed from one-token requests' times to first token (medians).
-
-    With a short prompt's times too, the two points split a request's time into a fixed
-    part and a per-token part: TTFT = overhead + tokens / rate. The fixed part (HTTP,
-    admission, the first step's set-up) is CPU the instance spends per request; folded
-    into the rate of long prompts it would be undercounted for the short prompts of a
-    real trace. Without, the rate is prompt tokens over the median TTFT."""
+def prefill_point(prompt_tokens: int, ttfts_s: Sequence[float]) -> dict[str, float | int]:
+    """Prefill tokens/s from one-token requests' times to first token (median)."""
     if not ttfts_s or min(ttfts_s) <= 0:
         raise ValueError("prefill: no positive time to first token measured")
     p50 = statistics.median(ttfts_s)
-    out: dict[str, float | int] = {
+    return {
         "prompt_tokens": prompt_tokens,
         "samples": len(ttfts_s),
         "ttft_p50_s": p50,
         "ttft_max_s": max(ttfts_s),
         "tokens_per_s": prompt_tokens / p50,
     }
-    if short_tokens is None or not short_ttfts_s:
-        return out
-    short = statistics.median(short_ttfts_s)
-    if not 0 < short_tokens < prompt_tokens or not 0 < short < p50:
-        raise ValueError(
-            f"prefill: {short_tokens} tokens in {short:.3f} s vs {prompt_tokens} in "
-            f"{p50:.3f} s: the longer prompt must take longer"
-        )
-    rate = (prompt_tokens - short_tokens) / (p50 - short)
-    out.update(
-        short_prompt_tokens=short_tokens,
-        short_ttft_p50_s=short,
-        tokens_per_s=rate,
-        request_overhead_s=max(0.0, short - short_tokens / rate),
-    )
-    return out
