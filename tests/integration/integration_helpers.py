@@ -87,18 +87,25 @@ class Namespace:
 
     def apply_model(self, name: str, replicas: int, model: Path = EXAMPLE_MODEL) -> None:
         """kubectl apply a ModelDeployment of the checkpoint at `model` (file:// URI)."""
-        md = {
-            "apiVersion": "cascade.dev/v1alpha1",
-            "kind": "ModelDeployment",
-            "metadata": {"name": name},
-            "spec": {"model": {"uri": f"file://{model}"}, "replicas": replicas},
-        }
+        md = model_deployment(name, replicas, model=model)
         self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
 
     def available(self, md: str) -> bool:
         doc = json.loads(self.kubectl("get", "md", md, "-o", "json"))
         conditions = (doc.get("status") or {}).get("conditions", [])
         return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
+
+
+def model_deployment(
+    name: str, replicas: int, model: Path = EXAMPLE_MODEL, **spec: Any
+) -> dict[str, Any]:
+    """A ModelDeployment manifest serving the checkpoint at `model`; `spec` adds fields."""
+    return {
+        "apiVersion": "cascade.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name},
+        "spec": {"model": {"uri": f"file://{model}"}, "replicas": replicas, **spec},
+    }
 
 
 @contextmanager

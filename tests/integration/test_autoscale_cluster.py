@@ -19,7 +19,7 @@ from typing import Any
 import openai
 import pytest
 import yaml
-from integration_helpers import EXAMPLE_MODEL, Namespace, namespace_with_operator
+from integration_helpers import Namespace, model_deployment, namespace_with_operator
 
 from cascade_dev.testing import DevCluster, wait_for
 
@@ -31,21 +31,13 @@ REQUESTS = 4
 
 
 def manifest() -> dict[str, Any]:
-    return {
-        "apiVersion": "cascade.dev/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": MD},
-        "spec": {
-            "model": {"uri": f"file://{EXAMPLE_MODEL}"},
-            "replicas": 0,
-            "scaling": {
-                "minReplicas": 0,
-                "maxReplicas": 2,
-                "keepAliveSeconds": KEEP_ALIVE_S,
-                "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}},
-            },
-        },
+    scaling = {
+        "minReplicas": 0,
+        "maxReplicas": 2,
+        "keepAliveSeconds": KEEP_ALIVE_S,
+        "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}},
     }
+    return model_deployment(MD, 0, scaling=scaling)
 
 
 @pytest.fixture(scope="module")

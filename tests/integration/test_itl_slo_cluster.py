@@ -33,7 +33,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from integration_helpers import EXAMPLE_MODEL, Namespace, namespace_with_operator
+from integration_helpers import Namespace, model_deployment, namespace_with_operator
 from itl_load import Arrivals, Request, assert_slo_broken_at_first, drive, summarize, timeline
 
 from cascade_api.constants import WORKER_PORT
@@ -54,17 +54,8 @@ NODE_CPU_LABEL = "cascade.dev/node-cpu"
 
 
 def manifest() -> dict[str, Any]:
-    return {
-        "apiVersion": "cascade.dev/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": MD},
-        "spec": {
-            "model": {"uri": f"file://{EXAMPLE_MODEL}"},
-            "replicas": 1,
-            "engine": {"maxBatchSize": MAX_BATCH, "adaptiveBatch": True},
-            "slo": {"interactive": {"itlMs": int(SLO_MS)}},
-        },
-    }
+    engine = {"maxBatchSize": MAX_BATCH, "adaptiveBatch": True}
+    return model_deployment(MD, 1, engine=engine, slo={"interactive": {"itlMs": int(SLO_MS)}})
 
 
 @pytest.fixture(scope="module")

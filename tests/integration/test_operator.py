@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from integration_helpers import EXAMPLE_MODEL
+from integration_helpers import model_deployment
 
 from cascade_dev.testing import wait_for
 
@@ -113,19 +113,6 @@ def operator(
     proc.start()
     yield proc
     proc.stop()
-
-
-def model_deployment(name: str, replicas: int, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "cascade.dev/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {"uri": f"file://{EXAMPLE_MODEL}"},
-            "replicas": replicas,
-            **spec,
-        },
-    }
 
 
 def condition(k: Kubectl, md: str, type_: str) -> dict[str, Any]:
