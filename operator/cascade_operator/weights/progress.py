@@ -39,9 +39,10 @@ class PlanPolicy:
     timeout_floor_s: float = 300.0
     timeout_factor: float = 4.0
     max_repairs: int = 3  # repair plans per target before the pod is replaced
-    # New pods not yet placed or answering hold back planning at most this long (worker
-    # processes take seconds to start), so one plan covers a scale-up.
-    gather_s: float = 30.0
+    # New pods not yet placed or answering hold back planning at most this long, so one
+    # plan covers a scale-up. Five workers starting together on a busy 2-core dev host
+    # left their status unanswered for over 30 s (a CI run split one scale-up in three).
+    gather_s: float = 60.0
     # Pods created this soon after a target's creation belong to its scale-up (gathered).
     same_scale_up_s: float = 3.0
     history: int = 10  # finished plans kept per deployment (like revisionHistoryLimit)
