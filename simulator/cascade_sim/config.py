@@ -42,9 +42,9 @@ class Deployment:
     replicas: int  # spec.replicas at the start (instances ready at t = 0)
     engine_max_batch: int  # engine.maxBatchSize: the cap's ceiling
     adaptive_batch: bool  # engine.adaptiveBatch: the local autoscaler moves the cap
+    prefill_budget: int  # engine.maxPrefillTokensPerStep (chunked prefill)
     slos: Mapping[str, Slo]
     max_replicas: int | None = None  # as written; unset: a fixed count someone else owns
-    prefill_budget: int = 512  # engine.maxPrefillTokensPerStep (chunked prefill)
 
     @property
     def bounded_max(self) -> int:
