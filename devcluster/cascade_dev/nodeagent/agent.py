@@ -30,6 +30,7 @@ from .logserver import LogServer
 from .nodes import NodeSpec, load_nodes
 from .pods import RETRY_S, PodWorker
 from .procwatch import ExitWatcher
+from .templated import WorkerTemplate, enabled
 from .watcher import PodWatcher
 from .workqueue import WorkQueue
 
@@ -67,6 +68,9 @@ class Agent:
             state_dir / "logs" / "pods",
             host,
             NodeCpu({n.name: n.cpu for n in self.nodes}, CpuCgroups.detect()),
+            WorkerTemplate(state_dir / "logs" / "worker-template.log", str(state_dir))
+            if enabled(os.environ)
+            else None,
         )
         self.heartbeat = Heartbeat(self.kube, self.nodes, fabric, self.stop)
         self.watcher = PodWatcher(
@@ -135,6 +139,8 @@ class Agent:
             return
         if self.ctx.cpu is not None:
             self.ctx.cpu.apply()  # before any pod (re-adopted or new) is placed
+        if self.ctx.template is not None:
+            self.ctx.template.start()  # imports while the nodes register and pods list
         threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True).start()
         ips = [self.ctx.fabric.node_ip(n.name) for n in self.nodes]
         LogServer(ips, self._find_pod, self.state_dir / "nodeagent").start()

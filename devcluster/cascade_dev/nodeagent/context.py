@@ -17,6 +17,7 @@ from .cpu import NodeCpu
 from .events import EventRecorder
 from .kube import Kube
 from .procwatch import ExitWatcher
+from .templated import WorkerTemplate
 from .workqueue import WorkQueue
 
 
@@ -44,3 +45,4 @@ class AgentContext:
     logs_dir: Path
     host: HostEnv
     cpu: NodeCpu | None = None  # `--node-cpu` quotas; None: every pod runs unconfined
+    template: WorkerTemplate | None = None  # forks worker containers; None: exec them

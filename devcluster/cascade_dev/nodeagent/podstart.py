@@ -54,6 +54,7 @@ class Prepared:
     env: dict[str, str]
     image_id: str
     command: list[str]  # the container's own command line, for the log
+    mounts: list[Mount]  # what `argv` bind-mounts (empty where the agent may not mount)
 
 
 def _is_exec(p: str) -> bool:
@@ -128,7 +129,7 @@ def prepare(
             kc,
         )
     argv = build_argv(resolved.argv, prefix, mounts, can_mount=host.can_mount)
-    return Prepared(argv, env, resolved.image_id, resolved.argv)
+    return Prepared(argv, env, resolved.image_id, resolved.argv, mounts if host.can_mount else [])
 
 
 def start_container(w: PodState, run: Run) -> list[float]:
@@ -168,14 +169,7 @@ def start_container(w: PodState, run: Run) -> list[float]:
         return _not_started(w, run, CONFIG_ERROR, str(e), RETRY_S)
     w.event("Pulled", f'Container image "{run.image}" already present on machine', run)
     try:
-        proc = runner.launch(
-            prep.argv,
-            prep.env,
-            w.dir,
-            w.dir / f"{run.name}.log",
-            w.dir / f"{run.name}.pid",
-            shown=prep.command,
-        )
+        proc = _launch(w, run, prep)
     except OSError as e:
         return _not_started(w, run, RUN_ERROR, str(e), RETRY_S)
     run.confine_pending = w.ctx.cpu is not None and confined_from_ready(run.spec)
@@ -188,6 +182,22 @@ def start_container(w: PodState, run: Run) -> list[float]:
     w.event("Started", f"Started container {run.name}", run)
     start_probes(w, run)
     return []
+
+
+def _launch(w: PodState, run: Run, prep: Prepared) -> runner.Proc:
+    """Fork the container from the worker template where it serves the program, else
+    exec it (also when the template fails: a pod never waits on it)."""
+    log_path, pid_path = w.dir / f"{run.name}.log", w.dir / f"{run.name}.pid"
+    template = w.ctx.template
+    if template is not None and template.serves(prep.command[0]):
+        netns = w.net.netns if w.net else None
+        try:
+            return template.launch(
+                prep.command, prep.env, w.dir, log_path, pid_path, netns=netns, mounts=prep.mounts
+            )
+        except OSError as e:
+            log.warning("pod %s: %s; exec'ing container %s instead", w.uid, e, run.name)
+    return runner.launch(prep.argv, prep.env, w.dir, log_path, pid_path, shown=prep.command)
 
 
 def _not_started(w: PodState, run: Run, reason: str, message: str, retry: float) -> list[float]:

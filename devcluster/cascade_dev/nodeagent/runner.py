@@ -22,9 +22,10 @@ import os
 import shlex
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from .timeutil import now, rfc3339
 
@@ -106,13 +107,19 @@ def start_ticks(pid: int) -> int | None:
     return int(f[19]) if f and len(f) > 19 else None
 
 
+ExitWaiter = Callable[[], int | None]
+
+
 @dataclass
 class Proc:
-    """A running (or finished) container process; `popen` is None for adopted ones."""
+    """A running (or finished) container process. `popen` is ours when we exec'd it;
+    `waiter` gives the exit code of one forked by the worker template; an adopted one
+    has neither (its exit code is unknowable)."""
 
     pid: int
     start_ticks: int
     popen: subprocess.Popen[bytes] | None = None
+    waiter: ExitWaiter | None = None
 
     def alive(self) -> bool:
         if self.popen is not None:
@@ -125,7 +132,7 @@ class Proc:
     def exit_code(self) -> int | None:
         """Exit code as kubelet reports it (128+signal when killed); None if unknowable."""
         if self.popen is None:
-            return None
+            return self.waiter() if self.waiter is not None else None
         rc = self.popen.wait()
         return 128 - rc if rc < 0 else rc
 
@@ -147,6 +154,12 @@ def adopt(pid: int, ticks: int) -> Proc | None:
     return p if p.alive() else None
 
 
+def write_log_header(log: BinaryIO, argv: Sequence[str], via: str = "exec") -> None:
+    """The line that starts each run of a container in its log."""
+    log.write(LOG_HEADER + f"{rfc3339(now())}: {via} {shlex.join(argv)}\n".encode())
+    log.flush()
+
+
 def launch(
     argv: Sequence[str],
     env: Mapping[str, str],
@@ -158,9 +171,7 @@ def launch(
     """Start one container process in its own session; raises OSError if it cannot.
     `shown` is the command line written to the log header (default: argv)."""
     with open(log_path, "ab") as log:
-        cmd = shlex.join(shown if shown is not None else argv)
-        log.write(LOG_HEADER + f"{rfc3339(now())}: exec {cmd}\n".encode())
-        log.flush()
+        write_log_header(log, shown if shown is not None else argv)
         popen = subprocess.Popen(
             list(argv),
             env=dict(env),
