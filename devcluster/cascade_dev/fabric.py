@@ -34,6 +34,7 @@ from cascade_dev.topology import (
 )
 
 NET_FILE = "net.json"
+LAST_IPS_FILE = ".last-ips.json"  # per node: the latest pod address handed out
 
 
 @dataclass(frozen=True)
@@ -76,11 +77,12 @@ class Fabric:
         plan_node = self.plan.node(node)
         with self._lock():
             saved = self._read(pod_uid)
-            ip = (
-                saved["ip"]
-                if saved
-                else allocate_pod_ip(self.mode, plan_node.index, self._used_ips())
-            )
+            if saved:
+                ip = saved["ip"]
+            else:
+                last = self._last_ips()
+                ip = allocate_pod_ip(self.mode, plan_node.index, self._used_ips(), last.get(node))
+                self._write_last_ips({**last, node: ip})
             ns = pod_netns(pod_uid) if self.mode == MODE_NETNS else None
             net = PodNet(ip=ip, netns=ns)
             self._write(pod_uid, node, net)
@@ -152,6 +154,19 @@ class Fabric:
         tmp = pod_dir / (NET_FILE + ".tmp")
         tmp.write_text(json.dumps({"node": node, "ip": net.ip, "netns": net.netns}) + "\n")
         tmp.replace(pod_dir / NET_FILE)
+
+    def _last_ips(self) -> dict[str, str]:
+        """Each node's latest allocation (where its round robin goes on from)."""
+        try:
+            data: dict[str, str] = json.loads((self.paths.pods / LAST_IPS_FILE).read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+        return data
+
+    def _write_last_ips(self, last: dict[str, str]) -> None:
+        tmp = self.paths.pods / (LAST_IPS_FILE + ".tmp")
+        tmp.write_text(json.dumps(last) + "\n")
+        tmp.replace(self.paths.pods / LAST_IPS_FILE)
 
     def _used_ips(self) -> set[str]:
         used = set()

@@ -37,7 +37,10 @@ def test_detach_frees_the_address(tmp_path: Path) -> None:
     fab.detach_pod(UID_A)
     fab.detach_pod(UID_A)
     assert not (tmp_path / "pods" / UID_A / "net.json").exists()
-    assert fab.attach_pod("cascade-node-0", UID_B).ip == "127.1.0.2"
+    # Freed, but handed out again only once the node's round robin comes back to it.
+    assert fab.attach_pod("cascade-node-0", UID_B).ip == "127.1.0.3"
+    used = [fab.attach_pod("cascade-node-0", f"uid-{i}").ip for i in range(252)]
+    assert used[-1] == "127.1.0.2" and len(set(used)) == 252
 
 
 def test_exec_prefix_for_netns() -> None:

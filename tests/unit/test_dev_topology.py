@@ -53,6 +53,17 @@ def test_pod_ip_allocation_skips_used_and_node_address() -> None:
     assert t.allocate_pod_ip(t.MODE_LOOPBACK, 0, ["127.1.0.2"]) == "127.1.0.3"
     full = [t.pod_ip(t.MODE_NETNS, 0, h) for h in range(2, 255)]
     with pytest.raises(RuntimeError, match="in use"):
+        t.allocate_pod_ip(t.MODE_NETNS, 0, full, last="198.18.0.7")
+
+
+def test_pod_ip_allocation_goes_round_robin_so_a_freed_address_is_not_reused_at_once() -> None:
+    # 198.18.3.2 was just freed (its old MAC still sits in neighbours' ARP caches).
+    assert t.allocate_pod_ip(t.MODE_NETNS, 3, [], last="198.18.3.2") == "198.18.3.3"
+    assert t.allocate_pod_ip(t.MODE_NETNS, 3, ["198.18.3.6"], last="198.18.3.5") == "198.18.3.7"
+    # Past the end it wraps to the lowest free one.
+    assert t.allocate_pod_ip(t.MODE_NETNS, 3, ["198.18.3.2"], last="198.18.3.254") == "198.18.3.3"
+    full = [t.pod_ip(t.MODE_NETNS, 0, h) for h in range(2, 255)]
+    with pytest.raises(RuntimeError, match="in use"):
         t.allocate_pod_ip(t.MODE_NETNS, 0, full)
 
 
