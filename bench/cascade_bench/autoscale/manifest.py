@@ -30,9 +30,9 @@ RUNS = ("cascade", "fixed_max", "kpa", "fixed_min")
 
 # The bench's defaults (bench/README.md says why): examples/02-autoscaling's shape with
 # bounds for 6 instances at 0.2 core, SLOs the 0.2-core tiny-llama can meet at a
-# moderate batch, a prefill chunk that keeps a step within the ITL SLO, Θ 0.6, scale-up
-# to maxReplicas at once (as the KPA's panic mode) and a 10 s scale-down window (chosen
-# with `cascade simulate` once workers started in seconds).
+# moderate batch, a prefill chunk that keeps a step within the ITL SLO, Θ 0.5, scale-up
+# to maxReplicas at once (as the KPA's panic mode) and a 20 s scale-down window (the best
+# of three measured settings once workers started in seconds; bench/README.md).
 BASE_SPEC: dict[str, Any] = {
     "model": {"uri": "file:///var/lib/cascade/models/tiny-llama", "servedName": "chat"},
     "replicas": 2,
@@ -41,7 +41,7 @@ BASE_SPEC: dict[str, Any] = {
     "scaling": {
         "minReplicas": 1,
         "maxReplicas": 6,
-        "interactiveBackpressure": {"target": 0.6},
+        "interactiveBackpressure": {"target": 0.5},
         "behavior": {
             "scaleUp": {
                 "stabilizationWindowSeconds": 0,
@@ -49,7 +49,7 @@ BASE_SPEC: dict[str, Any] = {
                 "policies": [{"type": "Pods", "value": 6, "periodSeconds": 15}],
             },
             "scaleDown": {
-                "stabilizationWindowSeconds": 10,
+                "stabilizationWindowSeconds": 20,
                 "selectPolicy": "Min",
                 "policies": [{"type": "Percent", "value": 50, "periodSeconds": 30}],
             },
