@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +82,7 @@ class Fabric:
             else:
                 last = self._last_ips()
                 ip = allocate_pod_ip(self.mode, plan_node.index, self._used_ips(), last.get(node))
-                self._write_last_ips({**last, node: ip})
+                _replace_json(self.paths.pods / LAST_IPS_FILE, {**last, node: ip})
             ns = pod_netns(pod_uid) if self.mode == MODE_NETNS else None
             net = PodNet(ip=ip, netns=ns)
             self._write(pod_uid, node, net)
@@ -151,9 +151,7 @@ class Fabric:
     def _write(self, pod_uid: str, node: str, net: PodNet) -> None:
         pod_dir = self.paths.pod_dir(pod_uid)
         pod_dir.mkdir(parents=True, exist_ok=True)
-        tmp = pod_dir / (NET_FILE + ".tmp")
-        tmp.write_text(json.dumps({"node": node, "ip": net.ip, "netns": net.netns}) + "\n")
-        tmp.replace(pod_dir / NET_FILE)
+        _replace_json(pod_dir / NET_FILE, {"node": node, "ip": net.ip, "netns": net.netns})
 
     def _last_ips(self) -> dict[str, str]:
         """Each node's latest allocation (where its round robin goes on from)."""
@@ -163,14 +161,16 @@ class Fabric:
             return {}
         return data
 
-    def _write_last_ips(self, last: dict[str, str]) -> None:
-        tmp = self.paths.pods / (LAST_IPS_FILE + ".tmp")
-        tmp.write_text(json.dumps(last) + "\n")
-        tmp.replace(self.paths.pods / LAST_IPS_FILE)
-
     def _used_ips(self) -> set[str]:
         used = set()
         for path in self.paths.pods.glob(f"*/{NET_FILE}"):
             with contextlib.suppress(FileNotFoundError, json.JSONDecodeError, KeyError):
                 used.add(json.loads(path.read_text())["ip"])
         return used
+
+
+def _replace_json(path: Path, data: Mapping[str, object]) -> None:
+    """Write `data` to `path` atomically (a reader never sees half a file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data) + "\n")
+    tmp.replace(path)

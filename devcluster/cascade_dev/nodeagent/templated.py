@@ -60,7 +60,6 @@ class WorkerTemplate:
         self.scripts, self.warm = tuple(scripts), tuple(warm)
         self._lock = threading.Condition()
         self._sock: socket.socket | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
         self._next_id = 0
         self._replies: dict[int, Spawned] = {}
         self._exits: dict[int, int] = {}
@@ -68,6 +67,8 @@ class WorkerTemplate:
 
     def start(self) -> None:
         """Start the template (its imports run in the background of the agent)."""
+        with self._lock:
+            self._started_at = time.monotonic()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = [sys.executable, "-m", "cascade_dev.template", "--fd", str(theirs.fileno())]
         argv += [a for s in self.scripts for a in ("--script", s)]
@@ -85,8 +86,9 @@ class WorkerTemplate:
             )
         theirs.close()
         with self._lock:
-            self._sock, self._proc, self._started_at = ours, proc, time.monotonic()
-        threading.Thread(target=self._read, args=(ours,), name="template", daemon=True).start()
+            self._sock = ours
+        args = (ours, proc)
+        threading.Thread(target=self._read, args=args, name="template", daemon=True).start()
         log.info("worker template started (pid %d, log %s)", proc.pid, self.log_path)
 
     def serves(self, program: str) -> bool:
@@ -94,12 +96,14 @@ class WorkerTemplate:
         if os.path.basename(program) not in self.scripts:
             return False
         with self._lock:
-            alive = self._sock is not None
-            due = time.monotonic() - self._started_at >= RESTART_AFTER_S
-        if not alive and due:
-            self.start()
-            alive = True
-        return alive
+            if self._sock is not None:
+                return True
+            now = time.monotonic()
+            if now - self._started_at < RESTART_AFTER_S:
+                return False
+            self._started_at = now  # this caller restarts it, no other one
+        self.start()
+        return True
 
     def launch(
         self,
@@ -148,8 +152,9 @@ class WorkerTemplate:
                     return take()
             return got
 
-    def _read(self, sock: socket.socket) -> None:
-        """Demultiplex replies and exit reports until the template closes its end."""
+    def _read(self, sock: socket.socket, proc: subprocess.Popen[bytes]) -> None:
+        """Demultiplex replies and exit reports until the template closes its end (then
+        reap it)."""
         while True:
             try:
                 data = sock.recv(1 << 16)
@@ -166,6 +171,9 @@ class WorkerTemplate:
                     self._sock = None
                 self._lock.notify_all()
             if msg is None:
-                log.warning("worker template exited; workers start by exec until it is back")
                 sock.close()
+                code = proc.wait()
+                log.warning(
+                    "worker template exited (%s); workers start by exec until it is back", code
+                )
                 return
