@@ -35,6 +35,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from cascade_gateway import upstream
 from cascade_gateway.backends import BackendPool, poll_loop
 from cascade_gateway.config import DISCOVERY_KUBERNETES, GatewayConfig, load_config
 from cascade_gateway.demand import DemandTracker
@@ -121,7 +122,8 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
     """The backend HTTP session, the load poller and (optionally) pod discovery."""
     gw = app[GATEWAY_KEY]
     config = gw.config
-    connector = aiohttp.TCPConnector(limit=0)  # one connection per in-flight stream
+    # One connection per in-flight stream; each fails when its backend vanishes.
+    connector = aiohttp.TCPConnector(limit=0, socket_factory=upstream.connect_socket)
     gw.session = aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=None, connect=5.0),

@@ -14,11 +14,19 @@ dispatcher's retry rule stays short:
 
 Closing the ``generate`` iterator early closes the HTTP response, which is how a client
 disconnect cancels the worker's request (the worker aborts on a closed connection).
+
+A backend can also vanish without a word: its node loses power or network, or its pod
+is deleted with its address while the worker's last segments (and its FIN) sit in a
+shaped NIC's queue. Nothing then arrives on the stream, ever. ``connect_socket`` makes
+the kernel notice: TCP keep-alive probes after ``DEAD_PEER_IDLE_S`` of silence, and a
+user timeout, so an unanswered connection fails with ``Failed`` after ``DEAD_PEER_S``
+and the request resumes elsewhere, instead of hanging until the request deadline.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import AsyncGenerator
 
 import aiohttp
@@ -30,6 +38,16 @@ from cascade_protocol.load import LOAD_PATH, LoadReport
 # broken or draining backend is re-admitted by its next good load poll anyway.
 COOL_DOWN_FULL_S = 0.2
 COOL_DOWN_FAILED_S = 1.0
+
+# A peer that answers neither data nor keep-alive probes for this long is dead. A
+# loaded worker's kernel still ACKs (softirq is outside its CPU quota), so this only
+# fires on a vanished host or network; probes: idle 5 s, then every 2 s, 3 tries.
+DEAD_PEER_IDLE_S = 5
+DEAD_PEER_INTERVAL_S = 2
+DEAD_PEER_PROBES = 3
+DEAD_PEER_S = DEAD_PEER_IDLE_S + DEAD_PEER_INTERVAL_S * DEAD_PEER_PROBES
+
+AddrInfo = tuple[int, int, int, str, tuple[str, int] | tuple[str, int, int, int]]
 
 
 class Rejected(Exception):
@@ -52,6 +70,19 @@ class Failed(Exception):
 
 class Moved(Failed):
     """The worker is leaving and handed the request back (FinishReason.MIGRATE)."""
+
+
+def connect_socket(addr_info: AddrInfo) -> socket.socket:
+    """A socket for one backend connection that fails when its peer vanishes (above)."""
+    family, type_, proto, _, _ = addr_info
+    sock = socket.socket(family=family, type=type_, proto=proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, DEAD_PEER_IDLE_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, DEAD_PEER_INTERVAL_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, DEAD_PEER_PROBES)
+    # Bounds unacknowledged data too (a request written to a dead peer), not only probes.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, DEAD_PEER_S * 1000)
+    return sock
 
 
 async def fetch_load(session: aiohttp.ClientSession, url: str, timeout: float) -> LoadReport:

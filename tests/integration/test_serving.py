@@ -11,17 +11,20 @@ and the gateway keeps serving.
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import openai
 import pytest
 from integration_helpers import Namespace, namespace_with_operator
 
+from cascade_dev.netlinks import netns_names
 from cascade_dev.testing import DevCluster, wait_for
+from cascade_dev.topology import pod_netns
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -92,8 +95,10 @@ def test_bad_requests_get_openai_errors(served: tuple[Namespace, openai.OpenAI])
     assert json.loads(err.value.read())["error"]["type"] == "invalid_request_error"
 
 
-def test_killing_a_worker_mid_request(served: tuple[Namespace, openai.OpenAI]) -> None:
-    ns, client = served
+def _long_streams_while(
+    client: openai.OpenAI, disrupt: Callable[[], object], bound_s: float
+) -> dict[int, tuple[str, float]]:
+    """Four long streams; `disrupt` once tokens flow; each must end within `bound_s`."""
     outcomes: dict[int, tuple[str, float]] = {}
     started = threading.Event()
 
@@ -114,25 +119,61 @@ def test_killing_a_worker_mid_request(served: tuple[Namespace, openai.OpenAI]) -
         except openai.APIError as exc:  # a clear, typed error: not a hang, not silence
             outcomes[i] = (f"error: {exc}", time.monotonic() - t0)
 
-    threads = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
+    threads = [threading.Thread(target=ask, args=(i,), daemon=True) for i in range(4)]
     for t in threads:
         t.start()
     assert started.wait(60), "no tokens streamed"
     time.sleep(0.5)
-    victim = ns.ready_pods(MD)[0]["metadata"]["name"]
-    ns.kubectl("delete", "pod", victim, "--grace-period=0", "--force", "--wait=false")
+    disrupt()
     for t in threads:
-        t.join(timeout=150)
+        t.join(timeout=bound_s)
     assert all(not t.is_alive() for t in threads), "a request hangs after a worker died"
     assert len(outcomes) == 4
     completed = [i for i, (what, _) in outcomes.items() if what == "completed"]
     assert completed, outcomes  # the surviving worker finished its share
     for what, took in outcomes.values():
         assert what == "completed" or "error" in what
-        assert took < 150
+        assert took < bound_s, outcomes
+    return outcomes
+
+
+def test_killing_a_worker_mid_request(served: tuple[Namespace, openai.OpenAI]) -> None:
+    ns, client = served
+    victim = ns.ready_pods(MD)[0]["metadata"]["name"]
+    outcomes = _long_streams_while(
+        client,
+        lambda: ns.kubectl("delete", "pod", victim, "--grace-period=0", "--force", "--wait=false"),
+        bound_s=150,
+    )
     print(f"after killing {victim}: {outcomes}")
 
     # The gateway keeps serving (on the survivor, then on the replacement pod).
     reply = client.completions.create(model=MD, prompt="still there?", max_tokens=5)
     assert reply.choices[0].text is not None and reply.usage is not None
     wait_for("the replacement worker Ready", lambda: len(ns.ready_pods(MD)) == 2, timeout=180)
+
+
+def test_a_worker_cut_off_the_network_mid_request(
+    served: tuple[Namespace, openai.OpenAI],
+) -> None:
+    """A backend that vanishes without a FIN or RST (its node's link is gone) is noticed.
+
+    TCP keep-alive on the gateway's backend connections (upstream.connect_socket) fails
+    the silent streams after ~11 s and they resume on the other worker; without it they
+    would hang until the gateway's request deadline (300 s).
+    """
+    ns, client = served
+    pod = ns.ready_pods(MD)[0]
+    netns = pod_netns(pod["metadata"]["uid"])
+    if netns not in netns_names():
+        pytest.skip("the dev cluster runs without pod network namespaces")
+    link = ["ip", "netns", "exec", netns, "ip", "link", "set", "eth0"]
+    try:
+        outcomes = _long_streams_while(
+            client, lambda: subprocess.run([*link, "down"], check=True), bound_s=90
+        )
+    finally:
+        subprocess.run([*link, "up"], check=False)
+    print(f"after cutting {pod['metadata']['name']} off: {outcomes}")
+    assert all(what == "completed" for what, _ in outcomes.values()), outcomes
+    wait_for("both workers Ready again", lambda: len(ns.ready_pods(MD)) == 2, timeout=180)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ import openai
 import pytest
 from gateway_fakes import MODEL, FakeWorker, Running, gateway_config, run_with, running, sse_events
 
+from cascade_gateway import upstream
 from cascade_gateway.main import build_app
 from cascade_protocol.generate import RequestClass
 from cascade_protocol.service import serve
@@ -306,3 +308,15 @@ def test_disconnect_is_noticed_without_handler_cancellation() -> None:
             await server
 
     asyncio.run(go())
+
+
+def test_backend_sockets_notice_a_vanished_peer() -> None:
+    """Keep-alive probes and a user timeout bound a silent backend (upstream.py)."""
+    info = (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", 0))
+    with upstream.connect_socket(info) as sock:
+        tcp = socket.IPPROTO_TCP
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert sock.getsockopt(tcp, socket.TCP_KEEPIDLE) == upstream.DEAD_PEER_IDLE_S
+        assert sock.getsockopt(tcp, socket.TCP_KEEPCNT) == upstream.DEAD_PEER_PROBES
+        assert sock.getsockopt(tcp, socket.TCP_USER_TIMEOUT) == upstream.DEAD_PEER_S * 1000
+    assert upstream.DEAD_PEER_S < 15  # well under the request deadline and SSE keep-alives
