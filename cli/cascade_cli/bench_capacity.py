@@ -35,6 +35,11 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--concurrency", type=int, default=None,
         help="in flight for 1 vs 2 instances (default: 2 x the curve's knee)",
     )  # fmt: skip
+    cp.add_argument(
+        "--instances", type=int, default=1,
+        help="measure the curve and prefill with this many instances (on as many nodes) "
+        "busy at once, per instance: the profile under a whole deployment's contention",
+    )  # fmt: skip
     cp.add_argument("--max-tokens", type=int, default=64, help="per request (ignore_eos)")
     cp.add_argument("--prompt-tokens", type=int, default=16)
     cp.add_argument("--warmup-s", type=float, default=4.0, help="before each window")
@@ -64,6 +69,7 @@ def _capacity(args: argparse.Namespace) -> int:
         warmup_s=args.warmup_s,
         duration_s=args.duration_s,
         timeout_s=args.timeout_s,
+        instances=args.instances,
     )
     doc = run(cfg, say=lambda line: print(line, file=sys.stderr))
     print(table(doc))

@@ -14,6 +14,7 @@ from cascade_bench.capacity.stats import (
     curve_point,
     itl_samples,
     knee,
+    per_instance,
     prefill_point,
     ratio,
     split,
@@ -126,3 +127,23 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
     out = tmp_path / "cap.png"
     plot(_doc(), out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_per_instance_share_keeps_itl() -> None:
+    total = _pt(8, 900)
+    one = per_instance(total, 6)
+    assert one.tokens_per_s == pytest.approx(150)
+    assert (one.batch, one.itl_p50_s) == (total.batch, total.itl_p50_s)
+    with pytest.raises(ValueError):
+        per_instance(total, 0)
+
+
+def test_an_at_scale_profile_keeps_the_one_instance_figures(tmp_path: Path) -> None:
+    alone = {"curve": [{"batch": 1, "tokens_per_s": 120.0}], "prefill": {"tokens_per_s": 900}}
+    doc = _doc()
+    doc["params"]["instances"] = 6  # type: ignore[index]
+    doc = {**doc, "one_instance": alone}
+    assert "per instance, 6 instances with b requests in flight each:" in table(doc)
+    pytest.importorskip("matplotlib")
+    plot(doc, tmp_path / "cap.png")
+    assert (tmp_path / "cap.png").stat().st_size > 0

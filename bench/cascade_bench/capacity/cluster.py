@@ -9,8 +9,8 @@ batch measured, and reads back what the measurement needs: each Ready worker's p
 and node, and that node's `cascade.dev/node-cpu` label. Two instances must sit on two
 nodes, or the second adds no quota. The scheduler does not spread the operator's bare
 pods (measured: both landed on one node), and `instance.nodeSelector` is one selector for
-every instance, so the bench cordons the first instance's node while the second is
-scheduled (`spread`), uncordons it after, and still checks `spec.nodeName`. Everything
+every instance, so the bench cordons the nodes that hold instances while the next is
+scheduled (`spread`), uncordons them after, and still checks `spec.nodeName`. Everything
 it made goes at exit.
 """
 
@@ -21,7 +21,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +96,21 @@ class Deployment:
             yield
         finally:
             self.core.patch_node(node, {"spec": {"unschedulable": None}})
+
+    def spread(self, n: int, timeout_s: float) -> list[Worker]:
+        """Grow to `n` Ready workers on `n` nodes, one at a time: every node that holds one
+        is cordoned while the next is scheduled (each instance needs its own quota)."""
+        workers = self.wait_ready(1, timeout_s)
+        while len(workers) < n:
+            with ExitStack() as stack:
+                for node in {w.node for w in workers}:
+                    stack.enter_context(self.cordoned(node))
+                self.scale(len(workers) + 1)
+                workers = self.wait_ready(len(workers) + 1, timeout_s)
+        workers = workers[:n]
+        if len({w.node for w in workers}) < n:
+            raise RuntimeError(f"{n} instances share nodes ({[w.node for w in workers]})")
+        return workers
 
     def ready_workers(self) -> list[Worker]:
         selector = f"{c.LABEL_DEPLOYMENT}={NAME},app.kubernetes.io/component=worker"

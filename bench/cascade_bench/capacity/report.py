@@ -3,8 +3,10 @@
 The JSON document is what the simulator reads later (issue 10 §6), so its keys are a
 contract: `node_cpu`, `model`, `curve` (`batch`, `tokens_per_s`, `itl_p50_s`,
 `itl_p90_s`, plus informative extras), `prefill` (`tokens_per_s`, `prompt_tokens`,
-`ttft_p50_s`: one idle instance's prefill speed), `scaling` (`one`, `two`, `ratio`, plus how it was
-measured). `table` prints from that document alone; `plot` draws it with matplotlib's
+`ttft_p50_s`: one instance's prefill speed), `scaling` (`one`, `two`, `ratio`, plus how it was
+measured). Measured with `params.instances` n > 1 instances busy at once, `curve` and
+`prefill` are one instance's share then, and `one_instance` holds the same two measured
+on one instance alone. `table` prints from that document alone; `plot` draws it with matplotlib's
 Agg backend (imported inside: only the bench extra installs matplotlib).
 """
 
@@ -31,8 +33,9 @@ def document(
     one: CurvePoint,
     two: CurvePoint,
     scaling_ratio: float | None,
+    one_instance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
+    doc = {
         "node_cpu": node_cpu,
         "model": model,
         "params": params,
@@ -50,6 +53,9 @@ def document(
             "passed": scaling_ratio is not None and scaling_ratio >= ACCEPT_RATIO,
         },
     }
+    if one_instance is not None:  # `curve` and `prefill` were measured with n busy
+        doc["one_instance"] = one_instance
+    return doc
 
 
 def _ms(value: float | None) -> str:
@@ -63,6 +69,12 @@ def _prefill_line(prefill: dict[str, Any] | None) -> str:
         f"prefill: {prefill['tokens_per_s']:.0f} tok/s ({prefill['prompt_tokens']}-token prompts, "
         f"time to first token p50 {_ms(prefill['ttft_p50_s'])} ms over {prefill['samples']})"
     )
+
+
+def _curve_title(instances: int) -> str:
+    if instances > 1:
+        return f"per instance, {instances} instances with b requests in flight each:"
+    return "one instance, b requests in flight:"
 
 
 def table(doc: dict[str, Any]) -> str:
@@ -111,7 +123,7 @@ def table(doc: dict[str, Any]) -> str:
         [
             head,
             "",
-            "one instance, b requests in flight:",
+            _curve_title(p.get("instances", 1)),
             format_rows(rows),
             _prefill_line(doc.get("prefill")),
             "",
@@ -145,7 +157,17 @@ def plot(doc: dict[str, Any], out: Path) -> None:
     itl.set_ylabel("inter-token latency, ms", color="tab:red")
     itl.legend(loc="upper left")
     cpu = "unlimited" if doc["node_cpu"] is None else f"{doc['node_cpu']:g} core"
-    ax.set_title(f"one instance, node CPU {cpu}")
+    alone = doc.get("one_instance")
+    if alone:
+        ax.plot(
+            [c["batch"] for c in alone["curve"]],
+            [c["tokens_per_s"] for c in alone["curve"]],
+            "o:", color="tab:gray", label="one instance alone",
+        )  # fmt: skip
+        ax.legend(loc="lower right")
+    n = doc["params"].get("instances", 1)
+    who = f"per instance, {n} busy" if n > 1 else "one instance"
+    ax.set_title(f"{who}, node CPU {cpu}")
     s = doc["scaling"]
     vals = [s["one"], s["two"]]
     bars.bar(["1 instance", "2 instances"], vals, color=["tab:gray", "tab:green"])

@@ -14,6 +14,12 @@
    nodes, and C split evenly straight over both workers (no gateway: it runs unquota'd
    and would only add a hop and CPU on the shared cores). 'one' is measured before the
    scale-up so the new instance's weight transfer does not overlap it.
+4. With `instances` N > 1: grow to N instances on N nodes and measure the curve again
+   with every instance at b at once, and the prefill speed on one while the others run
+   at the knee. Its per-instance figures become the profile (`curve`, `prefill`; the
+   one-instance ones move to `one_instance`): on shared cores (the dev cluster's nodes
+   are quotas on one host) N busy instances each serve less than one alone, and a
+   simulator fed the idle figures is optimistic exactly when a deployment is at its peak.
 """
 
 from __future__ import annotations
@@ -24,10 +30,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from cascade_bench.capacity.cluster import deployment
+from cascade_bench.capacity.cluster import Deployment, Worker, deployment
 from cascade_bench.capacity.load import Load, measure, prefill_ttfts
 from cascade_bench.capacity.report import document
-from cascade_bench.capacity.stats import CurvePoint, knee, prefill_point, ratio, split
+from cascade_bench.capacity.stats import (
+    CurvePoint,
+    knee,
+    per_instance,
+    prefill_point,
+    ratio,
+    split,
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,7 @@ class CapacityConfig:
     warmup_s: float = 4.0
     duration_s: float = 12.0
     timeout_s: float = 300.0
+    instances: int = 1  # > 1: the profile is measured with this many instances busy
 
     def load(self) -> Load:
         ids = tuple(4 + (i * 37) % 250 for i in range(self.prompt_tokens))
@@ -52,6 +66,8 @@ class CapacityConfig:
 def run(cfg: CapacityConfig, say: Callable[[str], None] = print) -> dict[str, Any]:
     if not cfg.batches or min(cfg.batches) < 1:
         raise ValueError("--batches needs sizes >= 1")
+    if cfg.instances < 1:
+        raise ValueError("--instances must be >= 1")
     if not (cfg.model_path / "config.json").is_file():
         raise ValueError(f"--model-path {cfg.model_path}: no checkpoint (config.json) there")
     load = cfg.load()
@@ -67,24 +83,20 @@ def run(cfg: CapacityConfig, say: Callable[[str], None] = print) -> dict[str, An
             point = asyncio.run(measure(b, [(first.generate_url, b)], load))
             say(f"  batch {b:>3}: {point.tokens_per_s:8.1f} tok/s, ITL p50 {point.itl_p50_s}")
             curve.append(point)
-        ids = cfg.load().prompt_token_ids * (cfg.prefill_prompt_tokens // cfg.prompt_tokens + 1)
-        ttfts = asyncio.run(
-            prefill_ttfts(first.generate_url, ids[: cfg.prefill_prompt_tokens], cfg.prefill_samples)
-        )
-        prefill = prefill_point(cfg.prefill_prompt_tokens, ttfts)
+        prefill = _prefill(cfg, first, [], 0)
         say(f"  prefill {cfg.prefill_prompt_tokens} tokens: {prefill['tokens_per_s']:.0f} tok/s")
         conc = cfg.concurrency or 2 * knee(curve)
         one = asyncio.run(measure(conc, [(first.generate_url, conc)], load))
         say(f"1 instance, {conc} in flight: {one.tokens_per_s:.1f} tok/s; scaling to 2")
-        with d.cordoned(first.node):  # the scheduler does not spread bare pods
-            d.scale(2)
-            workers = d.wait_ready(2, cfg.timeout_s)[:2]
-        if len({w.node for w in workers}) < 2:
-            raise RuntimeError(f"both instances landed on {workers[0].node}: no extra quota")
+        workers = d.spread(2, cfg.timeout_s)  # the scheduler does not spread bare pods
         say(f"2 instances on {', '.join(w.node for w in workers)}")
         targets = [(w.generate_url, n) for w, n in zip(workers, split(conc, 2), strict=True)]
         two = asyncio.run(measure(conc, targets, load))
         say(f"2 instances, {conc} in flight: {two.tokens_per_s:.1f} tok/s")
+        one_instance = None
+        if cfg.instances > 1:
+            one_instance = {"curve": [asdict(p) for p in curve], "prefill": prefill}
+            workers, curve, prefill = _at_scale(cfg, d, knee(curve), say)
     params = {k: v for k, v in asdict(cfg).items() if k not in ("model_path", "kubeconfig")}
     params["batches"] = list(cfg.batches)
     params["concurrency"] = conc
@@ -99,4 +111,43 @@ def run(cfg: CapacityConfig, say: Callable[[str], None] = print) -> dict[str, An
         one=one,
         two=two,
         scaling_ratio=ratio(one.tokens_per_s, two.tokens_per_s),
+        one_instance=one_instance,
     )
+
+
+def _prefill(cfg: CapacityConfig, worker: Worker, others: list[Worker], batch: int) -> Any:
+    """The prefill point on `worker` while each of `others` keeps `batch` in flight."""
+    load = cfg.load()
+    ids = load.prompt_token_ids * (cfg.prefill_prompt_tokens // cfg.prompt_tokens + 1)
+    prompt = ids[: cfg.prefill_prompt_tokens]
+
+    async def beside_load() -> list[float]:
+        probe = prefill_ttfts(worker.generate_url, prompt, cfg.prefill_samples)
+        if not others:
+            return await probe
+        busy = asyncio.create_task(measure(batch, [(w.generate_url, batch) for w in others], load))
+        await asyncio.sleep(load.warmup_s)
+        ttfts = await probe
+        await busy
+        return ttfts
+
+    return prefill_point(cfg.prefill_prompt_tokens, asyncio.run(beside_load()))
+
+
+def _at_scale(
+    cfg: CapacityConfig, d: Deployment, background: int, say: Callable[[str], None]
+) -> tuple[list[Worker], list[CurvePoint], dict[str, Any]]:
+    """Step 4: the per-instance curve and prefill with `cfg.instances` instances busy."""
+    n = cfg.instances
+    workers = d.spread(n, cfg.timeout_s)
+    say(f"{n} instances on {', '.join(w.node for w in workers)}: the curve with all busy")
+    curve = []
+    for b in cfg.batches:
+        total = asyncio.run(measure(b, [(w.generate_url, b) for w in workers], cfg.load()))
+        point = per_instance(total, n)
+        say(f"  batch {b:>3} each: {point.tokens_per_s:8.1f} tok/s per instance")
+        curve.append(point)
+    prefill = _prefill(cfg, workers[0], workers[1:], background)
+    rate = prefill["tokens_per_s"]
+    say(f"  prefill beside {background} in flight on each other one: {rate:.0f} tok/s")
+    return workers, curve, prefill

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cascade_bench.replay.metrics import percentile
 
@@ -84,6 +84,19 @@ def curve_point(
         tokens=tokens,
         requests_done=sum(1 for t in finished if window.holds(t)),
         window_s=window.seconds,
+    )
+
+
+def per_instance(total: CurvePoint, instances: int) -> CurvePoint:
+    """One instance's share of a point measured over `instances` equally loaded ones
+    (ITL is per token of each stream already, so it stays)."""
+    if instances < 1:
+        raise ValueError("instances must be >= 1")
+    return replace(
+        total,
+        tokens_per_s=total.tokens_per_s / instances,
+        tokens=round(total.tokens / instances),
+        requests_done=round(total.requests_done / instances),
     )
 
 
