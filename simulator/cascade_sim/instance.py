@@ -74,6 +74,8 @@ class Instance:
         "version",
         "w_bat",
         "w_cap",
+        "w_dec_s",
+        "w_dec_tokens",
         "w_gap",
         "w_int",
         "w_off",
@@ -132,7 +134,7 @@ class Instance:
 
     def restart_window(self, now: float, cap: int) -> None:
         self.w_start, self.w_cap = now, cap
-        self.w_tokens = self.w_gap = 0.0
+        self.w_tokens = self.w_gap = self.w_dec_tokens = self.w_dec_s = 0.0
         self.w_run = self.w_wait = 0
         self.w_int = self.w_bat = self.w_off = False
 
@@ -157,6 +159,9 @@ class Instance:
             self.tokens += nd * k
             self.w_tokens += nd * k
             self.w_gap += nd * dt
+            if not c:  # a pure decode stretch: the batch's own speed (the worker's rule)
+                self.w_dec_tokens += nd * k
+                self.w_dec_s += dt
             if self.dec_inter:
                 self.w_int = True
             if nd > self.dec_inter:

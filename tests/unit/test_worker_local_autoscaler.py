@@ -60,6 +60,23 @@ def test_window_summarises_decode_steps_into_one_observation() -> None:
     assert obs.itl_slos_s == (0.050, 1.0)  # each class that decoded, by its flag
 
 
+def test_throughput_is_the_pure_decode_steps_speed_not_diluted_by_prefill() -> None:
+    """A bigger cap admits more arrivals, whose prefill steps would lower tokens/span."""
+    w = BatchWindow(start=0.0, cap=8)
+    for _ in range(10):  # pure decode: 8 tokens in 40 ms each
+        w.step(8, 0, 8, took_s=0.040)
+        for _ in range(8):
+            w.token(1, 0.040, INTERACTIVE)
+    w.step(8, 0, 8, took_s=0.300, prefill=128)  # an arrival's prefill chunk
+    for _ in range(8):
+        w.token(1, 0.300, INTERACTIVE)
+    obs = w.observation(now=0.7, slos=SLOS)
+    assert obs.throughput == pytest.approx(80 / 0.4)  # 200 tok/s, the batch's own speed
+    assert obs.itl_s == pytest.approx((80 * 0.040 + 8 * 0.300) / 88)  # ITL sees the stall
+    w.restart(1.0, 8)
+    assert (w.decode_tokens, w.decode_s) == (0, 0.0)
+
+
 def test_window_without_tokens_has_no_itl_and_restart_clears_it() -> None:
     w = BatchWindow(start=0.0, cap=4)
     w.step(1, 0, 4)

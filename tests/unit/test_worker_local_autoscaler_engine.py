@@ -90,3 +90,13 @@ def test_set_max_batch_through_the_engine_thread_bounds_every_step(model_dir: Pa
         await async_engine.stop()
 
     run(go, timeout=60)
+
+
+def test_stats_say_which_steps_prefilled(model_dir: Path) -> None:
+    """The local autoscaler times pure decode steps; the engine says which those are."""
+    e = engine(model_dir, max_batch=4)
+    e.add_request(request("r0", [5, 6, 7, 8], greedy(4)))
+    e.step()
+    assert e.stats().prefill_tokens == 4
+    e.step()
+    assert e.stats().prefill_tokens == 0  # decoding only

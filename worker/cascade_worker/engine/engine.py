@@ -72,6 +72,7 @@ class LLMEngine:
         self._pending: list[GenerateChunk] = []  # abort chunks, sent by the next step()
         self._next_seq = 0
         self.num_preemptions = 0  # sequences sent back for recompute (a metric)
+        self.last_prefill_tokens = 0  # prompt tokens the last step prefilled (EngineStats)
 
     @classmethod
     def from_store(
@@ -139,6 +140,7 @@ class LLMEngine:
             max_batch=self.scheduler.max_batch,
             kv_cache_usage=self.scheduler.kv_usage,
             max_model_len=self.max_model_len,
+            prefill_tokens=self.last_prefill_tokens,
         )
 
     def has_work(self) -> bool:
@@ -187,6 +189,7 @@ class LLMEngine:
     def step(self) -> list[GenerateChunk]:
         chunks, self._pending = self._pending, []
         out = self.scheduler.schedule()
+        self.last_prefill_tokens = out.num_prefill_tokens
         self.num_preemptions += len(out.preempted)
         if out.is_empty:
             return chunks

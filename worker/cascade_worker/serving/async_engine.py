@@ -229,7 +229,9 @@ class AsyncEngine:
         self._stats = stats
         if self.autoscaler is not None:  # those that finished in the step ran in it too
             ran = max(stats.running, sum(1 for c in chunks if c.token_ids))
-            self.autoscaler.window.step(ran, stats.waiting, stats.max_batch)
+            self.autoscaler.window.step(
+                ran, stats.waiting, stats.max_batch, stats.step_s, stats.prefill_tokens
+            )
         self._requests.deliver(chunks, at)
 
     def _applied(self, done: asyncio.Future[int]) -> None:

@@ -135,8 +135,9 @@ class EngineThread:
 
     def _step(self) -> None:
         try:
+            began = time.monotonic()
             chunks = self.core.step()
-            stats = self.core.stats()
+            stats = self.core.stats().model_copy(update={"step_s": time.monotonic() - began})
         except Exception as exc:
             log.exception("engine step failed; failing %d request(s)", len(self._active))
             self._fail_active(f"engine step failed: {exc!r}")

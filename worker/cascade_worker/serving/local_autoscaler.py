@@ -10,10 +10,19 @@ glue that feeds it, with no clock and no I/O of its own, so it is tested tick by
   counts in neither the ITL nor the throughput.
 - `LocalAutoscaler.tick(now)` turns the window into a `BatchObservation` and calls
   `batch_size.step`: peak running, decode tokens, mean ITL (the sum of the gaps over
-  the tokens), decode throughput over the window's span, the ITL SLOs of the classes
-  that decoded in it (--interactive-itl-slo-ms, --batch-itl-slo-ms) and peak waiting.
+  the tokens), decode throughput, the ITL SLOs of the classes that decoded in it
+  (--interactive-itl-slo-ms, --batch-itl-slo-ms) and peak waiting.
 
 Where the worker adds to the policy:
+
+- **Throughput is the speed of pure decode steps**: the tokens of the window's steps
+  that prefilled nothing over those steps' wall time, i.e. the batch's own tokens/s
+  (the capacity curve's quantity). Tokens over the window's span (the fallback when no
+  step was pure decode) also count the time spent prefilling the requests that arrived:
+  under open-loop arrivals a larger cap admits more of them, its window spends more of
+  its time in prefill and its decode rate looks lower, so TBP read "growing did not pay"
+  and held the cap at 2-6 where 32 served best (measured: `cascade bench autoscale`
+  run 4, 73 step-backs and TBP halvings against 36 ITL halvings over one run).
 
 - **Start at the engine's own max batch**, not at 1 as `initial_state` defaults: no
   SLO violation has been seen yet, so nothing argues for serving below the limit the
@@ -70,6 +79,8 @@ class BatchWindow:
     gap_s: float = 0.0  # the time those tokens took, summed per request
     classes: set[RequestClass] = field(default_factory=set)  # of the requests that decoded
     off_cap: bool = False  # a step ran under another cap, or above this one
+    decode_tokens: int = 0  # tokens of the pure decode steps (one per running request)
+    decode_s: float = 0.0  # those steps' wall time
 
     def restart(self, now: float, cap: int) -> None:
         """A fresh window from `now` measuring `cap` (the same object: feeders keep it)."""
@@ -78,10 +89,17 @@ class BatchWindow:
         self.gap_s = 0.0
         self.classes = set()
         self.off_cap = False
+        self.decode_tokens, self.decode_s = 0, 0.0
 
-    def step(self, running: int, waiting: int, max_batch: int) -> None:
-        """One engine step: its counts after it and the cap it ran under."""
+    def step(
+        self, running: int, waiting: int, max_batch: int, took_s: float = 0.0, prefill: int = 0
+    ) -> None:
+        """One engine step: its counts after it, the cap it ran under, its wall time and
+        the prompt tokens it prefilled (0: a pure decode step, `running` tokens)."""
         self.steps += 1
+        if prefill == 0 and took_s > 0 and running > 0:
+            self.decode_tokens += running
+            self.decode_s += took_s
         self.peak_running = max(self.peak_running, running)
         self.peak_waiting = max(self.peak_waiting, waiting)
         if max_batch != self.cap or running > self.cap:
@@ -95,13 +113,19 @@ class BatchWindow:
         self.gap_s += gap_s
         self.classes.add(request_class)
 
+    def throughput(self, span: float) -> float:
+        """Decode tokens/s: of the pure decode steps, else over the window's span."""
+        if self.decode_s > 0:
+            return self.decode_tokens / self.decode_s
+        return self.tokens / span if span > 0 else 0.0
+
     def observation(self, now: float, slos: ItlSlos) -> BatchObservation:
         span = now - self.start
         return BatchObservation(
             running=self.peak_running,
             tokens=self.tokens,
             itl_s=self.gap_s / self.tokens if self.tokens else None,
-            throughput=self.tokens / span if span > 0 else 0.0,
+            throughput=self.throughput(span),
             itl_slos_s=tuple(sorted(slos.of(c) for c in self.classes)),
             waiting=self.peak_waiting,
         )
