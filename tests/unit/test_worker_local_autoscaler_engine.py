@@ -4,9 +4,11 @@ stepped directly, and behind the AsyncEngine's thread as the local autoscaler se
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
+import torch
 from engine_harness import drain, greedy, make_model, request
 from serving_harness import run
 
@@ -100,3 +102,17 @@ def test_stats_say_which_steps_prefilled(model_dir: Path) -> None:
     assert e.stats().prefill_tokens == 4
     e.step()
     assert e.stats().prefill_tokens == 0  # decoding only
+
+
+def test_a_cpu_step_is_timed_on_its_thread_cpu_clock(model_dir: Path) -> None:
+    """On one CPU thread a step's time is CPU time: quota pauses do not count."""
+    e = engine(model_dir, max_batch=4)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert e.step_clock() == pytest.approx(time.thread_time(), abs=0.05)
+        e.add_request(request("r0", [5, 6, 7, 8], greedy(2)))
+        e.step()
+        assert e.stats().step_s > 0
+    finally:
+        torch.set_num_threads(threads)

@@ -17,6 +17,7 @@ it is admitted with its tokens so far and prefilled over all of them.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,9 @@ class LLMEngine:
         self._next_seq = 0
         self.num_preemptions = 0  # sequences sent back for recompute (a metric)
         self.last_prefill_tokens = 0  # prompt tokens the last step prefilled (EngineStats)
+        self.last_step_s = 0.0  # its compute time (step_clock)
+        stages = getattr(executor, "stages", ())  # a local executor's; remote ones: wall time
+        self._cpu = bool(stages) and all(torch.device(s.device).type == "cpu" for s in stages)
 
     @classmethod
     def from_store(
@@ -141,6 +145,7 @@ class LLMEngine:
             kv_cache_usage=self.scheduler.kv_usage,
             max_model_len=self.max_model_len,
             prefill_tokens=self.last_prefill_tokens,
+            step_s=self.last_step_s,
         )
 
     def has_work(self) -> bool:
@@ -186,7 +191,23 @@ class LLMEngine:
 
     # -- the loop -----------------------------------------------------------------------
 
+    def step_clock(self) -> float:
+        """The clock a step's compute time is read on: on one CPU thread, that thread's
+        CPU time, so a CFS quota's pauses and a neighbour's time slices (the dev
+        cluster's nodes) do not count as the step's; wall time otherwise (an accelerator,
+        or intra-op threads the calling thread's CPU time would miss)."""
+        if self._cpu and torch.get_num_threads() == 1:
+            return time.thread_time()
+        return time.monotonic()
+
     def step(self) -> list[GenerateChunk]:
+        began = self.step_clock()
+        try:
+            return self._step()
+        finally:
+            self.last_step_s = self.step_clock() - began
+
+    def _step(self) -> list[GenerateChunk]:
         chunks, self._pending = self._pending, []
         out = self.scheduler.schedule()
         self.last_prefill_tokens = out.num_prefill_tokens

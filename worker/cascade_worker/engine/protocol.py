@@ -33,9 +33,9 @@ class EngineStats(BaseModel):
     max_batch: int
     kv_cache_usage: float
     max_model_len: int
-    # The last step: prompt tokens it prefilled, and its wall time (the engine thread
-    # measures it). A step with no prefill is a pure decode step, whose tokens/s is the
-    # batch's own speed, which the local autoscaler compares between caps.
+    # The last step: prompt tokens it prefilled, and its compute time (0: not measured).
+    # A step with no prefill is a pure decode step, whose tokens/s is the batch's own
+    # speed, which the local autoscaler compares between caps.
     prefill_tokens: int = 0
     step_s: float = 0.0
 

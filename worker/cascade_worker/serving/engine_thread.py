@@ -135,9 +135,8 @@ class EngineThread:
 
     def _step(self) -> None:
         try:
-            began = time.monotonic()
             chunks = self.core.step()
-            stats = self.core.stats().model_copy(update={"step_s": time.monotonic() - began})
+            stats = self.core.stats()
         except Exception as exc:
             log.exception("engine step failed; failing %d request(s)", len(self._active))
             self._fail_active(f"engine step failed: {exc!r}")
