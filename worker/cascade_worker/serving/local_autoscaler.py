@@ -16,11 +16,12 @@ glue that feeds it, with no clock and no I/O of its own, so it is tested tick by
 Where the worker adds to the policy:
 
 - **Throughput is the speed of pure decode steps**: the tokens of the window's steps
-  that prefilled nothing over those steps' wall time, i.e. the batch's own tokens/s
-  (the capacity curve's quantity). Tokens over the window's span (the fallback when no
-  step was pure decode) also count the time spent prefilling the requests that arrived:
-  under open-loop arrivals a larger cap admits more of them, its window spends more of
-  its time in prefill and its decode rate looks lower, so TBP read "growing did not pay"
+  that prefilled nothing over those steps' compute time (`EngineStats.step_s`), i.e.
+  the batch's own tokens/s (the capacity curve's quantity). Tokens over the window's
+  span (the fallback when no step was timed) also count the time spent prefilling the
+  requests that arrived: under open-loop arrivals a larger cap admits more of them, its
+  window spends more of its time in prefill and its decode rate looks lower, so TBP
+  read "growing did not pay"
   and held the cap at 2-6 where 32 served best (measured: `cascade bench autoscale`
   run 4, 73 step-backs and TBP halvings against 36 ITL halvings over one run).
 
@@ -80,7 +81,7 @@ class BatchWindow:
     classes: set[RequestClass] = field(default_factory=set)  # of the requests that decoded
     off_cap: bool = False  # a step ran under another cap, or above this one
     decode_tokens: int = 0  # tokens of the pure decode steps (one per running request)
-    decode_s: float = 0.0  # those steps' wall time
+    decode_s: float = 0.0  # those steps' compute time
 
     def restart(self, now: float, cap: int) -> None:
         """A fresh window from `now` measuring `cap` (the same object: feeders keep it)."""
@@ -94,7 +95,7 @@ class BatchWindow:
     def step(
         self, running: int, waiting: int, max_batch: int, took_s: float = 0.0, prefill: int = 0
     ) -> None:
-        """One engine step: its counts after it, the cap it ran under, its wall time and
+        """One engine step: its counts after it, the cap it ran under, its compute time and
         the prompt tokens it prefilled (0: a pure decode step, `running` tokens)."""
         self.steps += 1
         if prefill == 0 and took_s > 0 and running > 0:
