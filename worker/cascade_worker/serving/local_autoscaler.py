@@ -21,9 +21,9 @@ Where the worker adds to the policy:
   span (the fallback when no step was timed) also count the time spent prefilling the
   requests that arrived: under open-loop arrivals a larger cap admits more of them, its
   window spends more of its time in prefill and its decode rate looks lower, so TBP
-  read "growing did not pay"
-  and held the cap at 2-6 where 32 served best (measured: `cascade bench autoscale`
-  run 4, 73 step-backs and TBP halvings against 36 ITL halvings over one run).
+  read "growing did not pay" and held the cap at 2-6 where 32 served best (measured:
+  `cascade bench autoscale` run 4, 73 step-backs and TBP halvings against 36 ITL
+  halvings over one run).
 
 - **Start at the engine's own max batch**, not at 1 as `initial_state` defaults: no
   SLO violation has been seen yet, so nothing argues for serving below the limit the
