@@ -75,8 +75,11 @@ class LLMEngine:
         self.num_preemptions = 0  # sequences sent back for recompute (a metric)
         self.last_prefill_tokens = 0  # prompt tokens the last step prefilled (EngineStats)
         self.last_step_s = 0.0  # its compute time (step_clock)
-        stages = getattr(executor, "stages", ())  # a local executor's; remote ones: wall time
-        self._cpu = bool(stages) and all(torch.device(s.device).type == "cpu" for s in stages)
+        # In-process stages on the CPU: CPU-clock steps. A pipeline waits on remote stages
+        # within its step, which only wall time sees.
+        self._cpu = isinstance(executor, LocalExecutor) and all(
+            torch.device(s.device).type == "cpu" for s in executor.stages
+        )
 
     @classmethod
     def from_store(
