@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_planner import plan_spec
@@ -23,20 +22,6 @@ from cascade_worker.multicast.local import plan_blocks
 from cascade_worker.multicast.node import parse_args
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def free_port() -> int:
-    """A free port below the ephemeral range, where no outgoing connection can take it."""
-    rng = random.Random()
-    for _ in range(100):
-        port = rng.randrange(20000, 30000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port")
 
 
 def test_cli_arguments() -> None:

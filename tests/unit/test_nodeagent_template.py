@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 from cascade_dev.nodeagent.runner import LOG_HEADER, Proc
 from cascade_dev.nodeagent.templated import WorkerTemplate
@@ -37,12 +37,6 @@ def _launch(t: WorkerTemplate, tmp: Path, argv: list[str], **env: str) -> Proc:
     return t.launch(argv, base | env, pod, pod / "c.log", pod / "c.pid", netns=None, mounts=[])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_child_runs_the_script_with_its_argv_and_log(template, tmp_path):
     proc = _launch(template, tmp_path, ["/venv/bin/cascade", "--help"])
     assert proc.exit_code() == 0
@@ -57,7 +51,7 @@ def test_exit_code_of_a_failing_script(template, tmp_path):
 
 
 def test_worker_serves_in_its_cwd_and_env_then_dies_by_signal(template, tmp_path):
-    port = _free_port()
+    port = free_port()
     proc = _launch(
         template,
         tmp_path,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
+from ports import free_port
 
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_planner.spec import plan_spec
@@ -34,12 +34,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx]
 
 TINY = ModelSpec(layers=4, hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=300)
 FAST = NodeOptions(chunk_bytes=16 * 1024, stall_timeout_s=5, deadline_s=20, linger_s=0.5)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def config(pod: str, model_path: str = "") -> WorkerConfig:
