@@ -68,6 +68,12 @@ engine gets `floor(value)`, bounded to [1, engine limit]. Where the paper is vag
   x(alpha/LBP + 1 - alpha) a tick (x5.5 at LBP 0.1). Started at the engine limit, it
   would stop at the first halving whose regrowth looks flat, possibly far past the
   inflection (128 on that curve).
+- **Units.** Every throughput sample of a state must be the same quantity, measured
+  the same way: the worker's is the speed of pure decode steps in CPU time, and a
+  window with no such step has none (`throughput=None`), not a substitute (tokens over
+  the window's wall-clock span read 10-17x lower under a CPU quota; averaged in, they
+  made TBP 10-17 and halved the cap). Such a window adds no sample: TBP reads the
+  cap's mean so far, and with no sample yet there is none and LBP alone decides.
 - **SLO.** No running request carries an ITL SLO: `default_itl_slo_s`, or no latency
   bound at all (LBP = 0) when that is None.
 """
@@ -99,7 +105,7 @@ class BatchObservation:
     running: int  # requests in the running batch (peak over the window)
     tokens: int  # decode tokens produced in the window
     itl_s: float | None  # mean inter-token latency over the window; None: no tokens
-    throughput: float  # decode tokens/s over the window
+    throughput: float | None  # decode tokens/s of the batch; None: not measured (see Units)
     itl_slos_s: tuple[float, ...] = ()  # ITL SLOs of the running requests
     waiting: int = 0  # requests admitted but held back (by the cap or memory)
 
@@ -154,7 +160,7 @@ def throughput_backpressure(
     """TBP of the current cap's mean throughput against the last different cap's mean,
     or None with why the two are not comparable."""
     if current is None:
-        return None, "cap not binding"
+        return None, "cap not binding or not measured yet"
     if state.ref_batch is None or state.ref_throughput is None:
         return None, "no reference throughput yet"
     if current <= 0:
@@ -189,7 +195,7 @@ def step(
         return state, _hold(cap, why, measured=False)
 
     binding = obs.running >= cap or obs.waiting > 0
-    if binding:
+    if binding and obs.throughput is not None:
         state = _with_sample(state, obs.throughput, limits.samples)
     lbp = latency_backpressure(obs, limits)
     tbp, tbp_note = throughput_backpressure(state, state.throughput if binding else None, limits)

@@ -10,8 +10,8 @@ instance, with the same rules so a simulated cap moves as a real one would:
 - an idle window is dropped (the next burst must not divide by idle time);
 - a window the policy cannot judge (too few tokens) keeps accumulating;
 - the observation: peak running and waiting, decode tokens, mean ITL (summed gaps over
-  tokens), the decode speed of the stretches without prefill (else tokens over the
-  window's span), and the ITL SLOs of the classes that decoded.
+  tokens), the decode speed of the stretches without prefill (None when there were
+  none), and the ITL SLOs of the classes that decoded.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ def start(inst: Instance, limits: BatchLimits) -> None:
 
 
 def observation(inst: Instance, now: float, slos: Mapping[str, Slo]) -> BatchObservation:
-    span = now - inst.w_start
     bounds = []
     if inst.w_int and slos[INTERACTIVE].itl_s is not None:
         bounds.append(slos[INTERACTIVE].itl_s)
@@ -42,11 +41,7 @@ def observation(inst: Instance, now: float, slos: Mapping[str, Slo]) -> BatchObs
         running=inst.w_run,
         tokens=int(tokens),
         itl_s=inst.w_gap / tokens if tokens > 0 else None,
-        throughput=(
-            inst.w_dec_tokens / inst.w_dec_s
-            if inst.w_dec_s > 0
-            else (tokens / span if span > 0 else 0.0)
-        ),
+        throughput=inst.w_dec_tokens / inst.w_dec_s if inst.w_dec_s > 0 else None,
         itl_slos_s=tuple(sorted(b for b in bounds if b is not None)),
         waiting=inst.w_wait,
     )

@@ -24,7 +24,7 @@ LIMITS = BatchLimits(engine_max=256)
 def obs(
     running: int,
     itl_s: float,
-    throughput: float,
+    throughput: float | None,
     slos: tuple[float, ...] = (0.1,),
     tokens: int = 500,
     waiting: int = 4,
@@ -122,6 +122,25 @@ def test_throughput_drop_after_growth_triggers_tbp_on_the_second_window() -> Non
     assert d.tbp == pytest.approx(1000 / 900)
     assert (d.action, d.max_batch) == ("halve", 48)
     assert "throughput fell beyond noise" in d.reason and "noise margin 0.05" in d.reason
+
+
+def test_a_window_without_throughput_adds_no_sample_and_reads_the_mean_so_far() -> None:
+    """Throughput None (no pure decode step timed): no substitute enters the mean."""
+    state = BatchState(value=96.0, ref_batch=64, ref_throughput=1000.0)
+    state, _ = step(state, obs(96, itl_s=0.05, throughput=900), LIMITS)
+    state, d = step(state, obs(96, itl_s=0.05, throughput=None), LIMITS)
+    assert (state.samples, state.throughput) == (1, 900)
+    assert d.tbp == pytest.approx(1000 / 900) and "unconfirmed" in d.reason  # still one
+    _, d = step(state, obs(96, itl_s=0.05, throughput=900), LIMITS)
+    assert d.action == "halve"  # the second sample confirms the loss
+
+
+def test_no_throughput_at_a_new_cap_leaves_the_decision_to_latency() -> None:
+    fresh = BatchState(value=16.0, ref_batch=8, ref_throughput=100.0)
+    _, d = step(fresh, obs(16, itl_s=0.05, throughput=None), LIMITS)
+    assert d.tbp is None and d.action == "grow" and d.lbp == pytest.approx(0.5)
+    _, d = step(fresh, obs(16, itl_s=0.15, throughput=None), LIMITS)
+    assert d.action == "halve"
 
 
 def test_one_noisy_window_does_not_halve() -> None:

@@ -34,9 +34,10 @@ def feed(
     cap: int | None = None,
     request_class: RequestClass = INTERACTIVE,
 ) -> None:
-    """`steps` decode steps of `running` requests, each token `itl_s` after the last."""
+    """`steps` pure decode steps of `running` requests, each `itl_s` long (so each token
+    comes `itl_s` after the last)."""
     for _ in range(steps):
-        window.step(running, waiting, window.cap if cap is None else cap)
+        window.step(running, waiting, window.cap if cap is None else cap, took_s=itl_s)
         for _ in range(running):
             window.token(1, itl_s, request_class)
 
@@ -53,10 +54,10 @@ def test_window_summarises_decode_steps_into_one_observation() -> None:
     w.token(1, None, INTERACTIVE)  # first tokens are prefill: neither ITL nor throughput
     feed(w, 4, 0.020, steps=5, waiting=2)
     feed(w, 2, 0.040, steps=5, request_class=BATCH)
-    obs = w.observation(now=10.5, slos=SLOS)
+    obs = w.observation(SLOS)
     assert (obs.running, obs.waiting, obs.tokens) == (4, 2, 30)
     assert obs.itl_s == pytest.approx((20 * 0.020 + 10 * 0.040) / 30)
-    assert obs.throughput == pytest.approx(30 / 0.5)
+    assert obs.throughput == pytest.approx(30 / (5 * 0.020 + 5 * 0.040))
     assert obs.itl_slos_s == (0.050, 1.0)  # each class that decoded, by its flag
 
 
@@ -70,17 +71,29 @@ def test_throughput_is_the_pure_decode_steps_speed_not_diluted_by_prefill() -> N
     w.step(8, 0, 8, took_s=0.300, prefill=128)  # an arrival's prefill chunk
     for _ in range(8):
         w.token(1, 0.300, INTERACTIVE)
-    obs = w.observation(now=0.7, slos=SLOS)
+    obs = w.observation(SLOS)
     assert obs.throughput == pytest.approx(80 / 0.4)  # 200 tok/s, the batch's own speed
     assert obs.itl_s == pytest.approx((80 * 0.040 + 8 * 0.300) / 88)  # ITL sees the stall
     w.restart(1.0, 8)
     assert (w.decode_tokens, w.decode_s) == (0, 0.0)
 
 
+def test_a_window_with_no_timed_pure_decode_step_has_no_throughput() -> None:
+    """No substitute in other units (tokens over the wall-clock span): the policy judges
+    such a window by ITL alone and keeps the cap's CPU-time samples unmixed."""
+    w = BatchWindow(start=0.0, cap=8)
+    for _ in range(4):
+        w.step(8, 2, 8, took_s=0.300, prefill=128)  # every step prefills an arrival
+        for _ in range(8):
+            w.token(1, 0.300, INTERACTIVE)
+    obs = w.observation(SLOS)
+    assert obs.tokens == 32 and obs.throughput is None
+
+
 def test_window_without_tokens_has_no_itl_and_restart_clears_it() -> None:
     w = BatchWindow(start=0.0, cap=4)
     w.step(1, 0, 4)
-    assert w.observation(1.0, SLOS).itl_s is None
+    assert w.observation(SLOS).itl_s is None
     feed(w, 5, 0.01, steps=1)  # more running than the cap: not this cap's window
     assert w.off_cap
     w.restart(2.0, 2)

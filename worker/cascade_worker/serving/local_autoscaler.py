@@ -17,9 +17,10 @@ Where the worker adds to the policy:
 
 - **Throughput is the speed of pure decode steps**: the tokens of the window's steps
   that prefilled nothing over those steps' compute time (`EngineStats.step_s`), i.e.
-  the batch's own tokens/s (the capacity curve's quantity). Tokens over the window's
-  span (the fallback when no step was timed) also count the time spent prefilling the
-  requests that arrived: under open-loop arrivals a larger cap admits more of them, its
+  the batch's own tokens/s (the capacity curve's quantity); a window without one has no
+  throughput (batch_size's Units: a wall-clock substitute mixed with CPU-time samples
+  read 10-17x low and halved the cap). Tokens over the window's span would also count
+  the time spent prefilling the requests that arrived: under open-loop arrivals a larger cap admits more of them, its
   window spends more of its time in prefill and its decode rate looks lower, so TBP
   read "growing did not pay" and held the cap at 2-6 where 32 served best (measured:
   `cascade bench autoscale` run 4, 73 step-backs and TBP halvings against 36 ITL
@@ -114,19 +115,16 @@ class BatchWindow:
         self.gap_s += gap_s
         self.classes.add(request_class)
 
-    def throughput(self, span: float) -> float:
-        """Decode tokens/s: of the pure decode steps, else over the window's span."""
-        if self.decode_s > 0:
-            return self.decode_tokens / self.decode_s
-        return self.tokens / span if span > 0 else 0.0
+    def throughput(self) -> float | None:
+        """Decode tokens/s of the pure decode steps; None when no such step was timed."""
+        return self.decode_tokens / self.decode_s if self.decode_s > 0 else None
 
-    def observation(self, now: float, slos: ItlSlos) -> BatchObservation:
-        span = now - self.start
+    def observation(self, slos: ItlSlos) -> BatchObservation:
         return BatchObservation(
             running=self.peak_running,
             tokens=self.tokens,
             itl_s=self.gap_s / self.tokens if self.tokens else None,
-            throughput=self.throughput(span),
+            throughput=self.throughput(),
             itl_slos_s=tuple(sorted(slos.of(c) for c in self.classes)),
             waiting=self.peak_waiting,
         )
@@ -168,7 +166,7 @@ class LocalAutoscaler:
         if window.peak_running == 0:
             window.restart(now, self.max_batch)
             return Tick(None, "idle")
-        self.state, decision = step(self.state, window.observation(now, self.slos), self.limits)
+        self.state, decision = step(self.state, window.observation(self.slos), self.limits)
         if decision.measured:
             self.last = decision
             window.restart(now, decision.max_batch)
