@@ -22,9 +22,9 @@ Where the worker adds to the policy:
   read 10-17x low and halved the cap). Tokens over the window's span would also count
   the time spent prefilling the requests that arrived: under open-loop arrivals a
   larger cap admits more of them, its window spends more of its time in prefill and
-  its decode rate looks lower, so TBP read "growing did not pay" and held the cap at 2-6 where 32 served best (measured:
-  `cascade bench autoscale` run 4, 73 step-backs and TBP halvings against 36 ITL
-  halvings over one run).
+  its decode rate looks lower, so TBP read "growing did not pay" and held the cap at
+  2-6 where 32 served best (measured: `cascade bench autoscale` run 4, 73 step-backs
+  and TBP halvings against 36 ITL halvings over one run).
 
 - **Start at the engine's own max batch**, not at 1 as `initial_state` defaults: no
   SLO violation has been seen yet, so nothing argues for serving below the limit the
