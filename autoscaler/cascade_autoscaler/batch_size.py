@@ -54,9 +54,15 @@ engine gets `floor(value)`, bounded to [1, engine limit]. Where the paper is vag
   infinitely precise) and the width of the "flat" band on the gain side.
   LBP is not smoothed and not confirmed: an SLO violation is not noise, it must act at
   once (the EWMA on the batch already damps), and LBP >= 1 halves on the window that
-  shows it, as the paper's `< 1` test says. A window with fewer than `min_tokens`
-  decoded tokens is not judged: `measured=False`, and the worker keeps accumulating the
-  same window.
+  shows it, as the paper's `< 1` test says.
+- **Thin windows.** A window with fewer than `min_tokens` decoded tokens or fewer than
+  `min_steps` engine steps is not judged: `measured=False`, and the worker keeps
+  accumulating the same window. The steps bound is for LBP: a mean ITL over two or three
+  steps is one scheduling accident, not the batch's latency. Under a CPU quota (the dev
+  cluster's 0.2 core, 100 ms CFS period) a step that exhausts the quota waits out the
+  period, so a 0.5 s window of three 150 ms mixed steps read LBP 1.0-4.7 where requests'
+  own mean ITL (what the SLO judges) stayed under it, and halved the cap 77 times in one
+  bench run (run 7). Eight steps span several periods.
 - **Idle.** No running requests: hold and keep the reference (the capacity curve has not
   changed because demand paused).
 - **Binding.** Throughput measures the cap only when the cap limits the batch (running
@@ -93,6 +99,7 @@ class BatchLimits:
     alpha: float = 0.5  # EWMA smoothing factor of Algorithm 1
     tolerance: float = 0.05  # TBP within 1 ± tolerance is "flat" (noise band)
     min_tokens: int = 8  # a window with fewer decoded tokens is not judged
+    min_steps: int = 8  # nor one of fewer engine steps (see Thin windows)
     samples: int = 8  # throughput is averaged over up to this many windows per cap
     noise_z: float = 2.0  # a throughput loss must exceed this many standard errors of TBP
     default_itl_slo_s: float | None = None  # used when no running request has an ITL SLO
@@ -104,6 +111,7 @@ class BatchObservation:
 
     running: int  # requests in the running batch (peak over the window)
     tokens: int  # decode tokens produced in the window
+    steps: float  # engine steps in the window (fractional in the simulator's fluid model)
     itl_s: float | None  # mean inter-token latency over the window; None: no tokens
     throughput: float | None  # decode tokens/s of the batch; None: not measured (see Units)
     itl_slos_s: tuple[float, ...] = ()  # ITL SLOs of the running requests
@@ -192,6 +200,9 @@ def step(
         return state, _hold(cap, "idle: no running requests", measured=False)
     if obs.tokens < limits.min_tokens:
         why = f"too few tokens to judge ({obs.tokens} < {limits.min_tokens})"
+        return state, _hold(cap, why, measured=False)
+    if obs.steps < limits.min_steps:
+        why = f"too few steps to judge ({obs.steps:.0f} < {limits.min_steps})"
         return state, _hold(cap, why, measured=False)
 
     binding = obs.running >= cap or obs.waiting > 0

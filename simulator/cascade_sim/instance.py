@@ -75,6 +75,7 @@ class Instance:
         "w_bat",
         "w_cap",
         "w_dec_s",
+        "w_steps",
         "w_dec_tokens",
         "w_gap",
         "w_int",
@@ -134,7 +135,7 @@ class Instance:
 
     def restart_window(self, now: float, cap: int) -> None:
         self.w_start, self.w_cap = now, cap
-        self.w_tokens = self.w_gap = self.w_dec_tokens = self.w_dec_s = 0.0
+        self.w_tokens = self.w_gap = self.w_dec_tokens = self.w_dec_s = self.w_steps = 0.0
         self.w_run = self.w_wait = 0
         self.w_int = self.w_bat = self.w_off = False
 
@@ -153,6 +154,7 @@ class Instance:
         if not nd and not self.pre:
             return
         s, c = self._rates()
+        self.w_steps += dt / s
         if nd:
             k = dt / s
             self.V += k

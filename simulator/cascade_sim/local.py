@@ -40,6 +40,7 @@ def observation(inst: Instance, now: float, slos: Mapping[str, Slo]) -> BatchObs
     return BatchObservation(
         running=inst.w_run,
         tokens=int(tokens),
+        steps=inst.w_steps,
         itl_s=inst.w_gap / tokens if tokens > 0 else None,
         throughput=inst.w_dec_tokens / inst.w_dec_s if inst.w_dec_s > 0 else None,
         itl_slos_s=tuple(sorted(b for b in bounds if b is not None)),

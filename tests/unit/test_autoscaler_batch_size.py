@@ -29,7 +29,7 @@ def obs(
     tokens: int = 500,
     waiting: int = 4,
 ) -> BatchObservation:
-    return BatchObservation(running, tokens, itl_s, throughput, slos, waiting)
+    return BatchObservation(running, tokens, 10, itl_s, throughput, slos, waiting)
 
 
 def toy_itl(b: int) -> float:
@@ -343,7 +343,7 @@ def test_no_slo_means_no_latency_bound() -> None:
 
 def test_idle_and_thin_windows_hold_without_judging() -> None:
     state = BatchState(value=40.0, ref_batch=20, ref_throughput=300.0)
-    idle = BatchObservation(running=0, tokens=0, itl_s=None, throughput=0.0)
+    idle = BatchObservation(running=0, tokens=0, steps=0, itl_s=None, throughput=0.0)
     new, d = step(state, idle, LIMITS)
     assert new == state
     assert (d.action, d.max_batch, d.measured, d.lbp, d.backpressure) == (

@@ -150,14 +150,28 @@ def test_thin_windows_accumulate_and_idle_windows_are_dropped() -> None:
     assert a.last is not None  # the last judged window's values stay for the load report
 
 
+def test_a_violation_in_a_few_steps_waits_for_enough_steps() -> None:
+    """Two slow steps (a CPU quota's pause) are not the batch's ITL: no halving yet."""
+    a = autoscaler(8)
+    feed(a.window, 8, 0.100, steps=2)  # 16 tokens, ITL twice the 50 ms SLO, in 2 steps
+    tick = a.tick(0.5)
+    assert tick.decision is not None and not tick.decision.measured
+    assert "too few steps" in tick.decision.reason and a.max_batch == 8
+    feed(a.window, 8, 0.020, steps=6)  # the next steps are fast: the mean is what counts
+    tick = a.tick(1.0)
+    assert tick.decision is not None and tick.decision.measured
+    assert tick.decision.lbp == pytest.approx((16 * 0.100 + 48 * 0.020) / 64 / 0.050)  # 0.8
+    assert tick.decision.action != "halve" and a.max_batch == 8
+
+
 def test_tightest_slo_of_the_classes_running_decides() -> None:
     a = autoscaler(8)
-    feed(a.window, 8, 0.200, steps=5, request_class=BATCH)  # 200 ms: fine for batch (1 s)
+    feed(a.window, 8, 0.200, steps=8, request_class=BATCH)  # 200 ms: fine for batch (1 s)
     tick = a.tick(0.5)
     assert tick.decision is not None and tick.decision.lbp == pytest.approx(0.2)
     assert a.max_batch == 8
-    feed(a.window, 4, 0.200, steps=5, request_class=BATCH)
-    feed(a.window, 4, 0.200, steps=5, request_class=INTERACTIVE)  # 50 ms SLO now binds
+    feed(a.window, 4, 0.200, steps=4, request_class=BATCH)
+    feed(a.window, 4, 0.200, steps=4, request_class=INTERACTIVE)  # 50 ms SLO now binds
     tick = a.tick(1.0)
     assert tick.decision is not None and tick.decision.action == "halve"
 

@@ -38,8 +38,8 @@ Where the worker adds to the policy:
   a violation seen at 16 running would halve 8 to 4 to 2 while the 16 still drain.
 - **Idle is not a window.** A window in which nothing ran is dropped too, so the first
   window of the next burst does not divide its tokens by the idle time before it.
-- A window too thin to judge (`measured=False`: fewer than `min_tokens` decode tokens)
-  keeps accumulating, as the policy asks.
+- A window too thin to judge (`measured=False`: fewer than `min_tokens` decode tokens
+  or `min_steps` engine steps) keeps accumulating, as the policy asks.
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ class BatchWindow:
         return BatchObservation(
             running=self.peak_running,
             tokens=self.tokens,
+            steps=self.steps,
             itl_s=self.gap_s / self.tokens if self.tokens else None,
             throughput=self.throughput(),
             itl_slos_s=tuple(sorted(slos.of(c) for c in self.classes)),
