@@ -55,15 +55,14 @@ engine gets `floor(value)`, bounded to [1, engine limit]. Where the paper is vag
   LBP is not smoothed and not confirmed: an SLO violation is not noise, it must act at
   once (the EWMA on the batch already damps), and LBP >= 1 halves on the window that
   shows it, as the paper's `< 1` test says.
-- **Thin windows.** A window of fewer than `min_tokens` decoded tokens or `min_steps`
-  engine steps is not judged (`measured=False`; the worker keeps accumulating it): a
-  mean ITL over 2-3 steps is one scheduling accident (a CPU quota's 100 ms CFS pause:
-  LBP 1.0-4.7 and 77 halvings in bench run 7). Eight steps span several periods.
-- **Prefill-bound ITL.** LBP >= 1 halves only when the batch's own pure decode step
-  takes at least `decode_floor` (0.5) of the SLO; otherwise the excess is the prefill
-  of arrivals interleaved with the decodes, which a smaller cap does not remove (the
-  same prompts are prefilled at the same rate, later) while it cuts throughput: hold
-  (at one 0.2-core instance halvings built a burst's backlog: bench runs 7-10).
+- **Thin windows.** A window with fewer than `min_tokens` decoded tokens or fewer than
+  `min_steps` engine steps is not judged: `measured=False`, and the worker keeps
+  accumulating the same window. The steps bound is for LBP: a mean ITL over two or three
+  steps is one scheduling accident, not the batch's latency. Under a CPU quota (the dev
+  cluster's 0.2 core, 100 ms CFS period) a step that exhausts the quota waits out the
+  period, so a 0.5 s window of three 150 ms mixed steps read LBP 1.0-4.7 where requests'
+  own mean ITL (what the SLO judges) stayed under it, and halved the cap 77 times in one
+  bench run (run 7). Eight steps span several periods.
 - **Idle.** No running requests: hold and keep the reference (the capacity curve has not
   changed because demand paused).
 - **Binding.** Throughput measures the cap only when the cap limits the batch (running
@@ -71,13 +70,18 @@ engine gets `floor(value)`, bounded to [1, engine limit]. Where the paper is vag
   that a larger batch helps; an unbinding cap would drift to the engine limit and the
   next burst would run at a size never tried), and a halving halves the batch actually
   running rather than the idle cap, so an ITL violation bites on the first tick.
-- **Start.** `initial_state` starts at 1 (slow start; the worker overrides it): from
-  the engine limit a search stops at the first flat regrowth, maybe far past the peak.
-- **Units.** Every throughput sample must be the same quantity: the worker's is the
-  speed of pure decode steps in CPU time; a window with none has `throughput=None`, not
-  a wall-clock substitute (10-17x lower under a quota: TBP 10-17, halvings). It adds no
-  sample: TBP reads the cap's mean so far, or is None and LBP decides.
-- **SLO.** None among running requests: `default_itl_slo_s`, or LBP = 0 if that is None.
+- **Start.** `initial_state` starts at 1 (slow start): the search runs upward, growing
+  x(alpha/LBP + 1 - alpha) a tick (x5.5 at LBP 0.1). Started at the engine limit, it
+  would stop at the first halving whose regrowth looks flat, possibly far past the
+  inflection (128 on that curve).
+- **Units.** Every throughput sample of a state must be the same quantity, measured
+  the same way: the worker's is the speed of pure decode steps in CPU time, and a
+  window with no such step has none (`throughput=None`), not a substitute (tokens over
+  the window's wall-clock span read 10-17x lower under a CPU quota; averaged in, they
+  made TBP 10-17 and halved the cap). Such a window adds no sample: TBP reads the
+  cap's mean so far, and with no sample yet there is none and LBP alone decides.
+- **SLO.** No running request carries an ITL SLO: `default_itl_slo_s`, or no latency
+  bound at all (LBP = 0) when that is None.
 """
 
 from __future__ import annotations
@@ -96,7 +100,6 @@ class BatchLimits:
     tolerance: float = 0.05  # TBP within 1 ± tolerance is "flat" (noise band)
     min_tokens: int = 8  # a window with fewer decoded tokens is not judged
     min_steps: int = 8  # nor one of fewer engine steps (see Thin windows)
-    decode_floor: float = 0.5  # LBP >= 1 halves only if a pure decode step is this x SLO
     samples: int = 8  # throughput is averaged over up to this many windows per cap
     noise_z: float = 2.0  # a throughput loss must exceed this many standard errors of TBP
     default_itl_slo_s: float | None = None  # used when no running request has an ITL SLO
@@ -176,11 +179,6 @@ def throughput_backpressure(
     return tbp, f"vs batch {state.ref_batch}"
 
 
-def decode_step_s(obs: BatchObservation) -> float | None:
-    """The batch's own decode step (peak running over its pure decode speed), if timed."""
-    return obs.running / obs.throughput if obs.throughput else None
-
-
 def noise_margin(state: BatchState, limits: BatchLimits) -> float | None:
     """How far above 1 TBP must be to count as a loss, from the spread of the current
     cap's windows (see Noise in the module docstring); None with one window: unknown."""
@@ -221,12 +219,7 @@ def step(
 
     value = state.value
     action: Action = "hold"
-    own = decode_step_s(obs)
-    slo = tightest_slo(obs, limits)
-    if lbp >= 1 and own is not None and slo and own < limits.decode_floor * slo:
-        why = f"ITL over SLO from prefill, not the batch ({own * 1e3:.0f} ms a step)"
-        reason = f"{why}: hold; {tail}"
-    elif lbp >= 1 or (tbp is not None and margin is not None and tbp > 1 + margin):
+    if lbp >= 1 or (tbp is not None and margin is not None and tbp > 1 + margin):
         base = state.value if binding else min(state.value, float(obs.running))
         value, action = base / 2, "halve"
         why = "ITL over SLO" if lbp >= 1 else "throughput fell beyond noise as the batch grew"

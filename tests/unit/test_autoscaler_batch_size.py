@@ -75,7 +75,7 @@ def test_itl_over_slo_halves_the_batch() -> None:
     assert d.lbp == pytest.approx(1.5) and d.backpressure == pytest.approx(1.5)
     assert "ITL over SLO" in d.reason
     # Still violated at 32: halve again (a drop after a decrease is not TBP).
-    state, d = step(state, obs(32, itl_s=0.12, throughput=500), LIMITS)
+    state, d = step(state, obs(32, itl_s=0.12, throughput=700), LIMITS)
     assert (d.action, d.max_batch, d.tbp) == ("halve", 16, None)
 
 
@@ -122,15 +122,6 @@ def test_throughput_drop_after_growth_triggers_tbp_on_the_second_window() -> Non
     assert d.tbp == pytest.approx(1000 / 900)
     assert (d.action, d.max_batch) == ("halve", 48)
     assert "throughput fell beyond noise" in d.reason and "noise margin 0.05" in d.reason
-
-
-def test_itl_over_slo_from_prefill_holds_instead_of_halving() -> None:
-    """A pure decode step of 32 takes 32 ms, under half the 100 ms SLO: the 120 ms mean
-    ITL is arrivals' prefill chunks between the decodes, which halving does not remove."""
-    _, d = step(BatchState(value=32.0), obs(32, itl_s=0.12, throughput=1000), LIMITS)
-    assert (d.action, d.max_batch) == ("hold", 32) and "from prefill" in d.reason
-    _, d = step(BatchState(value=32.0), obs(32, itl_s=0.12, throughput=None), LIMITS)
-    assert d.action == "halve"  # no pure decode step timed: no evidence, the SLO rules
 
 
 def test_a_window_without_throughput_adds_no_sample_and_reads_the_mean_so_far() -> None:
