@@ -154,9 +154,9 @@ class Instance:
         if not nd and not self.pre:
             return
         s, c = self._rates()
-        self.w_steps += dt / s
+        k = dt / s  # engine steps in this stretch
+        self.w_steps += k
         if nd:
-            k = dt / s
             self.V += k
             self.tokens += nd * k
             self.w_tokens += nd * k

@@ -8,7 +8,7 @@ instance, with the same rules so a simulated cap moves as a real one would:
 - a window in which more requests ran than its cap (a lowered cap still draining)
   measures the old batch: dropped, a fresh one starts;
 - an idle window is dropped (the next burst must not divide by idle time);
-- a window the policy cannot judge (too few tokens) keeps accumulating;
+- a window the policy cannot judge (too few tokens or steps) keeps accumulating;
 - the observation: peak running and waiting, decode tokens, mean ITL (summed gaps over
   tokens), the decode speed of the stretches without prefill (None when there were
   none), and the ITL SLOs of the classes that decoded.
@@ -30,7 +30,7 @@ def start(inst: Instance, limits: BatchLimits) -> None:
     inst.restart_window(inst.last, inst.cap)
 
 
-def observation(inst: Instance, now: float, slos: Mapping[str, Slo]) -> BatchObservation:
+def observation(inst: Instance, slos: Mapping[str, Slo]) -> BatchObservation:
     bounds = []
     if inst.w_int and slos[INTERACTIVE].itl_s is not None:
         bounds.append(slos[INTERACTIVE].itl_s)
@@ -59,7 +59,7 @@ def tick(inst: Instance, now: float, limits: BatchLimits, slos: Mapping[str, Slo
     if inst.w_off or inst.w_run == 0:
         inst.restart_window(now, inst.cap)
         return None
-    obs = observation(inst, now, slos)
+    obs = observation(inst, slos)
     inst.bstate, decision = step(inst.bstate, obs, limits)
     if not decision.measured:
         return None
