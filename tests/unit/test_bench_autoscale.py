@@ -14,9 +14,11 @@ from cascade_bench.autoscale.timeline import (
     instance_seconds,
     mean_and_peak,
     scaling_events,
+    serving_view,
     times_to_ready,
 )
 from cascade_bench.replay.scale import BATCH, INTERACTIVE, Planned, Scaling
+from cascade_protocol.gateway_load import BackendLoad, ClassLoad, GatewayLoad
 from cascade_sim.profile import CapacityProfile, CurvePoint
 
 CFG = kpa.KpaConfig(target=10, min_replicas=1, max_replicas=6, window_s=60)
@@ -106,6 +108,37 @@ def test_times_to_ready_count_pods_created_in_the_run() -> None:
     ]
     created = {"a": -1.0, "b": -1.0, "c": 4.0, "d": 6.0}  # d never got ready
     assert times_to_ready(created, samples) == [5.0]
+
+
+def _backend(ready: bool, cap: int, running: int, waiting: int, in_flight: int) -> BackendLoad:
+    return BackendLoad(
+        url="http://w", ready=ready, draining=False, in_flight=in_flight, running=running,
+        waiting=waiting, max_batch=cap, kv_cache_usage=0.0, tokens_per_s=0.0,
+    )  # fmt: skip
+
+
+def test_a_sample_carries_the_gateways_queues_and_each_routable_backend() -> None:
+    load = GatewayLoad(
+        model="m", deployment="d", draining=False, backends_total=3, backends_ready=2,
+        tokens_per_s=0.0,
+        classes={
+            "interactive": ClassLoad(queued=7, in_flight=30, queue_limit=256),
+            "batch": ClassLoad(queued=2, in_flight=4, queue_limit=4096),
+        },
+        backends=[_backend(True, 32, 30, 2, 33), _backend(True, 4, 4, 0, 1),
+                  _backend(False, 1, 0, 0, 0)],
+    )  # fmt: skip
+    view = serving_view(load)
+    assert view == {
+        "queued_interactive": 7,
+        "queued_batch": 2,
+        "in_flight": 34,
+        "mean_cap": 18.0,
+        "backends": [[32, 30, 2, 33], [4, 4, 0, 1]],
+    }
+    doc = Sample(3.0, 2, 3, 2, serving=view).to_json()
+    assert doc["queued_interactive"] == 7 and doc["pods"] == 3
+    assert "queued_interactive" not in Sample(3.0, 2, 3, 2).to_json()  # the gateway was silent
 
 
 def test_a_cluster_fits_with_enough_nodes_at_the_quota() -> None:

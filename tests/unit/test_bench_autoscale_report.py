@@ -156,6 +156,9 @@ def test_the_simulator_predicts_every_run_on_the_same_arrivals(tmp_path: Path) -
         assert d["requests"]["interactive"] + d["requests"]["batch"] == len(load.arrivals)
         assert 0 <= d["slo_attainment"]["interactive"] <= 1
         assert d["instances"] and d["instance_seconds"] > 0
+        assert d["timeline"] and {"queued_interactive", "mean_cap"} <= set(d["timeline"][0])
+        bins = [b for b in d["ttft_bins"] if b["class"] == "interactive"]
+        assert sum(b["requests"] for b in bins) == d["requests"]["interactive"]
     assert sims["fixed_max"]["peak_instances"] == 6 and sims["fixed_min"]["peak_instances"] == 1
 
 
@@ -171,6 +174,7 @@ def test_document_table_and_png_come_from_the_runs(tmp_path: Path) -> None:
     assert set(doc["simulate"]["error"]) == set(manifest.RUNS)
     text = report.table(doc)
     assert "sim cascade" in text and "fixed_min" in text
+    assert "interactive TTFT met, from" in text  # per 30 s, each run beside the simulator
     assert "[PASS] <= 60 % of fixed_max's instance-seconds" in text
     out = tmp_path / "a.png"
     report.plot(doc, out)

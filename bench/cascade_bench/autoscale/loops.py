@@ -5,7 +5,8 @@ blocking Kubernetes and HTTP calls must not stall it, so these loops run on thre
 with their own clocks (the same `perf_counter` origin as the replay, passed in).
 
 - `Sampler`: once a second, the run's worker pods (existing, Ready, starting,
-  terminating) and `spec.replicas`; remembers when each pod (by uid) was first seen.
+  terminating) and `spec.replicas`; remembers when each pod (by uid) was first seen;
+  with the gateway's URL, also its `/v1/load` (queues, per-backend caps and batches).
 - `KpaLoop`: every 2 s, the gateway's `/v1/load` -> `kpa.decide` -> a `/scale` write
   when the count changes. Its decisions are kept for the report.
 """
@@ -15,11 +16,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from cascade_bench.autoscale import kpa
 from cascade_bench.autoscale.cluster import Bench, concurrency, gateway_load
-from cascade_bench.autoscale.timeline import Sample
+from cascade_bench.autoscale.timeline import Sample, serving_view
 
 
 class _Loop:
@@ -59,9 +61,16 @@ class _Loop:
 class Sampler(_Loop):
     period_s = 1.0
 
-    def __init__(self, bench: Bench, run: str, t0: float) -> None:
+    def __init__(
+        self,
+        bench: Bench,
+        run: str,
+        t0: float,
+        url: str | None = None,
+        load_of: Callable[[str], Any] = gateway_load,
+    ) -> None:
         super().__init__(t0)
-        self.bench, self.run = bench, run
+        self.bench, self.run, self.url, self.load_of = bench, run, url, load_of
         self.samples: list[Sample] = []
         self.first_seen: dict[str, float] = {}  # pod uid -> first sample time
         self.nodes: dict[str, str] = {}  # pod uid -> node
@@ -69,6 +78,9 @@ class Sampler(_Loop):
     def step(self) -> None:
         t = self.now()
         s, nodes = self.bench.sample(self.run, t)
+        load = self.load_of(self.url) if self.url else None
+        if load is not None:
+            s = replace(s, serving=serving_view(load))
         self.samples.append(s)
         for uid, node in nodes.items():
             self.first_seen.setdefault(uid, t)

@@ -12,11 +12,13 @@ reference, only the Cascade run is judged.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cascade_bench.autoscale import manifest
+from cascade_bench.autoscale.document import ttft_bins
 from cascade_sim import policies
 from cascade_sim import workload as wl
 from cascade_sim.config import SimConfig
@@ -50,8 +52,25 @@ def predict(
             [row["t"], row["interactive"] + row["mixed"] + row["batch"] + row["draining"]]
             for row in result.timeline
         ]
+        doc["timeline"] = result.timeline  # queues and mean cap, beside the cluster's
+        doc["ttft_bins"] = ttft_bins([_record(r) for r in result.requests], _ttft_slos(dep))
         out[run] = doc
     return out
+
+
+def _record(r: wl.Req) -> dict[str, Any]:
+    """A simulated request as the replay records one, for the same TTFT bins."""
+    done = not math.isnan(r.first)
+    return {
+        "scheduled_s": r.arrival,
+        "class": "batch" if r.batch else "interactive",
+        "ttft_s": r.first - r.arrival if done else None,
+        "error": None if done else "not served",
+    }
+
+
+def _ttft_slos(dep: Any) -> dict[str, float | None]:
+    return {c: slo.ttft_s for c, slo in dep.slos.items()}
 
 
 def sim_config(time_to_ready_s: float, source: str, kpa_target: float | None) -> dict[str, Any]:

@@ -104,7 +104,7 @@ def table(doc: Mapping[str, Any]) -> str:
         rows.append(_row(name, d, str(d["errors"])))
     for name, d in doc["simulate"]["runs"].items():
         rows.append(_row(f"sim {name}", d, "-"))
-    lines = [*header(doc), "", format_rows(rows), ""]
+    lines = [*header(doc), "", format_rows(rows), "", bins_table(doc), ""]
     for name, err in doc["simulate"]["error"].items():
         pts, rel = err["attainment_points"], err["instance_seconds_rel"]
         att = pts.get("interactive")
@@ -118,6 +118,23 @@ def table(doc: Mapping[str, Any]) -> str:
         verdict = {True: "PASS", False: "FAIL", None: " -- "}[g["holds"]]
         lines.append(f"[{verdict}] {g['goal']}: {g['detail']}")
     return "\n".join(lines)
+
+
+def bins_table(doc: Mapping[str, Any], cls: str = "interactive") -> str:
+    """Per 30 s of arrivals: the share of requests within the TTFT SLO, each run beside
+    the simulator's (where a run's misses are, and where the model disagrees)."""
+
+    def met(d: Mapping[str, Any]) -> dict[float, float]:
+        return {b["t"]: b["ttft_met"] for b in d.get("ttft_bins") or () if b["class"] == cls}
+
+    sims = doc["simulate"]["runs"]
+    cols = [(n, met(d)) for n, d in doc["runs"].items()]
+    cols += [(f"sim {n}", met(d)) for n, d in sims.items() if n in doc["runs"]]
+    starts = sorted({t for _, m in cols for t in m})
+    rows = [[f"{cls} TTFT met, from"] + [n for n, _ in cols]]
+    for t in starts:
+        rows.append([f"{t:g} s"] + [_pct(m.get(t)) for _, m in cols])
+    return format_rows(rows)
 
 
 def plot(doc: Mapping[str, Any], out: Path) -> None:

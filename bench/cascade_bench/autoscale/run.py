@@ -127,7 +127,7 @@ def one_run(
         )
         opts = ClientOptions(url=url, model=model, seed=cfg.scaling.seed, timeout_s=cfg.timeout_s)
         t0 = time.perf_counter()
-        sampler = Sampler(b, run, t0)
+        sampler = Sampler(b, run, t0, url)
         loops: list[Any] = [sampler]
         if run == "kpa":
             lo, hi = manifest.bounds(spec)

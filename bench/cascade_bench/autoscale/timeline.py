@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cascade_bench.replay.metrics import percentile
+from cascade_protocol.gateway_load import ClassLoad, GatewayLoad
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,11 @@ class Sample:
     starting: int = 0  # not Ready, not terminating
     terminating: int = 0  # deletionTimestamp set, still there
     ready_pods: tuple[str, ...] = field(default=(), compare=False)  # names, for time to ready
+    # The gateway's view at the same second (`serving_view`), None when it did not answer.
+    serving: dict[str, Any] | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "t": round(self.t, 3),
             "replicas": self.replicas,
             "pods": self.pods,
@@ -43,6 +46,28 @@ class Sample:
             "starting": self.starting,
             "terminating": self.terminating,
         }
+        if self.serving is not None:
+            doc.update(self.serving)
+        return doc
+
+
+def serving_view(load: GatewayLoad) -> dict[str, Any]:
+    """What the gateway queues and what each backend runs: the columns the simulator's
+    timeline has (queues, in flight, mean cap), plus per backend [max_batch, running,
+    waiting, in_flight] of the routable ones, to compare a burst second by second."""
+    live = [b for b in load.backends if b.ready]
+    caps = [b.max_batch for b in live]
+    return {
+        "queued_interactive": _cls(load, "interactive").queued,
+        "queued_batch": _cls(load, "batch").queued,
+        "in_flight": sum(c.in_flight for c in load.classes.values()),
+        "mean_cap": round(sum(caps) / len(caps), 1) if caps else 0,
+        "backends": [[b.max_batch, b.running, b.waiting, b.in_flight] for b in live],
+    }
+
+
+def _cls(load: GatewayLoad, name: str) -> ClassLoad:
+    return load.classes.get(name) or ClassLoad(queued=0, in_flight=0, queue_limit=0)
 
 
 def instance_seconds(samples: Sequence[Sample], start: float, end: float) -> float:
