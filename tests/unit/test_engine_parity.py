@@ -22,6 +22,7 @@ from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.engine import LLMEngine
 from cascade_worker.engine.executor import LocalExecutor, split_ranges
 from cascade_worker.engine.kv_blocks import CacheConfig
+from cascade_worker.engine.layers import DECODE_BUCKET_TOKENS, decode_groups
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -99,6 +100,31 @@ def test_chunked_prefill_and_mixed_batch_logits(model: Any) -> None:
     got = executor.execute(batch)
     torch.testing.assert_close(got[: len(a) - 5], hf_logits(hf, a)[5:], atol=ATOL, rtol=0)
     torch.testing.assert_close(got[len(a) - 5 :], hf_logits(hf, b), atol=ATOL, rtol=0)
+
+
+def test_decodes_with_contexts_in_different_buckets_match(model: Any) -> None:
+    """One step decodes sequences whose contexts fall in three length buckets (separate
+    attention calls, `decode_groups`): each row's logits are its own sequence's."""
+    _, path, hf, _ = model
+    lengths = [5, DECODE_BUCKET_TOKENS + 6, 2 * DECODE_BUCKET_TOKENS + 12]
+    seqs = [[4 + (i * 7 + k * 13) % 500 for k in range(n + 1)] for i, n in enumerate(lengths)]
+    assert len(decode_groups([0, 1, 2], [len(x) for x in seqs])) == 3
+    store = BlockStore.from_model_dir(path, 1)
+    config = ModelConfig.from_hf(store.manifest.config)
+    executor = LocalExecutor.load(store, config, CacheConfig(4, 128))
+    tables = [list(range(i * 40, i * 40 + 40)) for i in range(3)]  # 160 positions each
+    for i, ids in enumerate(seqs):  # prefill all but the last token
+        executor.execute(StageBatch([i], [0], [len(ids) - 1], [tables[i]], torch.tensor(ids[:-1])))
+    step = StageBatch(
+        [0, 1, 2],
+        [len(x) - 1 for x in seqs],
+        [1, 1, 1],
+        tables,
+        torch.tensor([x[-1] for x in seqs]),
+    )
+    got = executor.execute(step)
+    for i, ids in enumerate(seqs):
+        torch.testing.assert_close(got[i], hf_logits(hf, ids)[-1], atol=ATOL, rtol=0)
 
 
 def test_sliding_window_is_applied(tmp_path: Path) -> None:

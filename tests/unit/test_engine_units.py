@@ -12,6 +12,7 @@ from cascade_protocol.generate import SamplingParams
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.executor import split_ranges
+from cascade_worker.engine.layers import DECODE_BUCKET_TOKENS, decode_groups
 from cascade_worker.engine.sampling import SamplerState, sample, top_p_filter
 from cascade_worker.model.spec import ModelSpec, hf_config
 
@@ -110,3 +111,11 @@ def test_sampling_rows_use_their_own_generators() -> None:
     greedy = draws([state(None, 0.0)], [2], 3)
     assert greedy == [[int(torch.argmax(logits[2]))]] * 3
     assert state(None, 0.0).generator is None
+
+
+def test_decodes_are_grouped_by_context_length_in_powers_of_two() -> None:
+    b = DECODE_BUCKET_TOKENS
+    ctx = [16, b, b + 1, 2 * b, 2 * b + 1, 700, 3, 4 * b]
+    assert decode_groups(list(range(len(ctx))), ctx) == [[0, 1, 6], [2, 3], [4, 7], [5]]
+    assert decode_groups([1, 3], ctx) == [[1], [3]]  # only the rows asked for
+    assert decode_groups([], ctx) == []

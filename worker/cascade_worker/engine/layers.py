@@ -141,13 +141,32 @@ class AttentionMeta:
         flat = _Flat(start, num_new, offsets)
         decodes = [i for i, n in enumerate(batch.num_new) if n == 1]
         chunks = [[i] for i, n in enumerate(batch.num_new) if n > 1]
-        rows = ([decodes] if decodes else []) + chunks
+        rows = decode_groups(decodes, [s + 1 for s in batch.start_positions]) + chunks
         return cls(
             positions=positions,
             slots=slots,
             last_index=offsets + num_new - 1,
             groups=[AttentionGroup.build(r, tables, flat, block_size) for r in rows],
         )
+
+
+DECODE_BUCKET_TOKENS = 64  # decodes with contexts up to this long share one group
+
+
+def decode_groups(rows: list[int], ctx_len: list[int]) -> list[list[int]]:
+    """The step's decodes grouped by context length, in powers of two above
+    `DECODE_BUCKET_TOKENS`: (0, 64], (64, 128], (128, 256], ...
+
+    One attention call gathers every row's context padded to the group's longest, so
+    one long context made all decodes gather it: 31 decodes at 16 tokens beside one at
+    700 cost 125 ms a step on one CPU thread, against 15 ms for the 31 alone. Within a
+    bucket a row is padded at most 2x; there are at most log2(longest / 64) + 1 calls.
+    """
+    buckets: dict[int, list[int]] = {}
+    for i in rows:
+        key = ((max(ctx_len[i], 1) - 1) // DECODE_BUCKET_TOKENS).bit_length()
+        buckets.setdefault(key, []).append(i)
+    return [buckets[k] for k in sorted(buckets)]
 
 
 KVReader = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
