@@ -42,19 +42,15 @@ engine gets `floor(value)`, bounded to [1, engine limit]. Where the paper is vag
 
       margin = max(tolerance, noise_z · cv · sqrt(1/n + 1/n_ref))
 
-  with `cv` the coefficient of variation of the current cap's per-window throughputs
-  (sample standard deviation / mean), `n` and `n_ref` the windows behind the two means
-  (capped at `samples`): twice the relative standard error of TBP, about 95 %. With one
-  window at the current cap there is no spread to judge by: a loss is *unconfirmed*,
-  and the cap holds for a second window (it neither halves nor steps back, nor grows).
-  A real loss therefore acts on the second window at the latest when the windows agree,
-  later the noisier they are; a loss after a growth that is within the margin steps
-  back to the reference cap (the growth did not pay), which is the safe move, rather
-  than halving. `tolerance` stays the floor of the band (two identical windows are not
-  infinitely precise) and the width of the "flat" band on the gain side.
-  LBP is not smoothed and not confirmed: an SLO violation is not noise, it must act at
-  once (the EWMA on the batch already damps), and LBP >= 1 halves on the window that
-  shows it, as the paper's `< 1` test says.
+  with `cv` the coefficient of variation of the current cap's per-window throughputs,
+  `n` and `n_ref` the windows behind the two means (capped at `samples`): twice the
+  relative standard error of TBP, about 95 %. With one window at the current cap a loss
+  is *unconfirmed* and the cap holds for a second window, so a real loss acts on the
+  second window at the latest; a loss after a growth within the margin steps back to
+  the reference cap (the growth did not pay) rather than halving. `tolerance` is the
+  band's floor and the width of the "flat" band on the gain side. LBP is neither
+  smoothed nor confirmed: an SLO violation is not noise (the EWMA already damps), and
+  LBP >= 1 halves on the window that shows it, as the paper's `< 1` test says.
 - **Thin windows.** A window with fewer than `min_tokens` decoded tokens or fewer than
   `min_steps` engine steps is not judged: `measured=False`, and the worker keeps
   accumulating the same window. The steps bound is for LBP: a mean ITL over two or three
@@ -64,22 +60,20 @@ engine gets `floor(value)`, bounded to [1, engine limit]. Where the paper is vag
   own mean ITL (what the SLO judges) stayed under it, and halved the cap 77 times in one
   bench run (run 7). Eight steps span several periods.
 - **Idle.** No running requests: hold and keep the reference (the capacity curve has not
-  changed because demand paused).
+  changed because demand paused); after `idle_reset_s`, `after_idle` restarts at the
+  limit like a new instance (a cap halved in one burst, 4 of 32, held the next one back).
 - **Binding.** Throughput measures the cap only when the cap limits the batch (running
   >= cap, or requests waiting). Otherwise TBP is None, the cap does not grow (no evidence
   that a larger batch helps; an unbinding cap would drift to the engine limit and the
   next burst would run at a size never tried), and a halving halves the batch actually
   running rather than the idle cap, so an ITL violation bites on the first tick.
-- **Start.** `initial_state` starts at 1 (slow start): the search runs upward, growing
-  x(alpha/LBP + 1 - alpha) a tick (x5.5 at LBP 0.1). Started at the engine limit, it
-  would stop at the first halving whose regrowth looks flat, possibly far past the
-  inflection (128 on that curve).
+- **Start.** `initial_state` defaults to 1 (slow start, x5.5 a tick at LBP 0.1); the
+  worker and the simulator start at the engine limit (cascade_worker's local_autoscaler).
 - **Units.** Every throughput sample of a state must be the same quantity, measured
   the same way: the worker's is the speed of pure decode steps in CPU time, and a
   window with no such step has none (`throughput=None`), not a substitute (tokens over
   the window's wall-clock span read 10-17x lower under a CPU quota; averaged in, they
-  made TBP 10-17 and halved the cap). Such a window adds no sample: TBP reads the
-  cap's mean so far, and with no sample yet there is none and LBP alone decides.
+  made TBP 10-17, halving the cap); it adds no sample: TBP reads the cap's mean so far.
 - **SLO.** No running request carries an ITL SLO: `default_itl_slo_s`, or no latency
   bound at all (LBP = 0) when that is None.
 """
@@ -90,7 +84,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
-Action = Literal["grow", "halve", "step_back", "hold"]
+Action = Literal["grow", "halve", "step_back", "hold", "reset"]
 
 
 @dataclass(frozen=True)
@@ -103,6 +97,7 @@ class BatchLimits:
     samples: int = 8  # throughput is averaged over up to this many windows per cap
     noise_z: float = 2.0  # a throughput loss must exceed this many standard errors of TBP
     default_itl_slo_s: float | None = None  # used when no running request has an ITL SLO
+    idle_reset_s: float | None = 10.0  # idle this long: start over at the limit (None: never)
 
 
 @dataclass(frozen=True)
@@ -283,6 +278,18 @@ def _bound(value: float, limits: BatchLimits) -> float:
 
 def _cap(value: float, limits: BatchLimits) -> int:
     return max(1, math.floor(_bound(value, limits)))
+
+
+def after_idle(
+    state: BatchState, idle_s: float, limits: BatchLimits
+) -> tuple[BatchState, BatchDecision] | None:
+    """Back to the engine limit after `idle_s` without running requests (see Idle)."""
+    reset = limits.idle_reset_s
+    if reset is None or idle_s < reset or state.max_batch >= limits.engine_max:
+        return None
+    new = initial_state(limits, start=limits.engine_max)
+    why = f"idle {idle_s:.0f} s: back to the engine limit"
+    return new, BatchDecision(new.max_batch, None, None, None, "reset", why, False)
 
 
 def _hold(cap: int, reason: str, measured: bool) -> BatchDecision:

@@ -59,6 +59,7 @@ class Instance:
         "dec",
         "dec_inter",
         "gone_at",
+        "idle_since",
         "iid",
         "inflight",
         "inter",
@@ -123,6 +124,7 @@ class Instance:
         self.inter = 0  # of those, interactive (IBP: an instance with any is busy)
         self.tokens = 0.0  # decode tokens since start: its reported tokens/s come from it
         self.bstate: BatchState | None = None  # local autoscaler state (adaptive only)
+        self.idle_since: float | None = None  # start of its current idle stretch
         self.restart_window(self.last, cap)
 
     @property

@@ -7,7 +7,8 @@ instance, with the same rules so a simulated cap moves as a real one would:
 - start at the engine's max batch (no violation seen yet);
 - a window in which more requests ran than its cap (a lowered cap still draining)
   measures the old batch: dropped, a fresh one starts;
-- an idle window is dropped (the next burst must not divide by idle time);
+- an idle window is dropped (the next burst must not divide by idle time), and idle
+  since `idle_reset_s` the cap goes back to the engine limit (`after_idle`);
 - a window the policy cannot judge (too few tokens or steps) keeps accumulating;
 - the observation: peak running and waiting, decode tokens, mean ITL (summed gaps over
   tokens), the decode speed of the stretches without prefill (None when there were
@@ -18,7 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cascade_autoscaler.batch_size import BatchLimits, BatchObservation, initial_state, step
+from cascade_autoscaler.batch_size import (
+    BatchLimits,
+    BatchObservation,
+    after_idle,
+    initial_state,
+    step,
+)
 from cascade_sim.config import BATCH, INTERACTIVE, Slo
 from cascade_sim.instance import Instance
 
@@ -56,6 +63,14 @@ def tick(inst: Instance, now: float, limits: BatchLimits, slos: Mapping[str, Slo
     """
     assert inst.bstate is not None
     inst.touch()
+    if inst.w_run == 0:  # idle: after a while, back to the engine limit
+        inst.idle_since = inst.w_start if inst.idle_since is None else inst.idle_since
+        reset = after_idle(inst.bstate, now - inst.idle_since, limits)
+        if reset is not None:
+            inst.bstate = reset[0]
+            inst.cap = inst.bstate.max_batch
+    else:
+        inst.idle_since = None
     if inst.w_off or inst.w_run == 0:
         inst.restart_window(now, inst.cap)
         return None

@@ -13,6 +13,7 @@ from cascade_autoscaler.batch_size import (
     BatchLimits,
     BatchObservation,
     BatchState,
+    after_idle,
     initial_state,
     noise_margin,
     step,
@@ -66,6 +67,19 @@ def simulate(
         assert decision.reason
         out.append(decision)
     return out
+
+
+def test_a_long_idle_stretch_starts_over_at_the_engine_limit() -> None:
+    halved = BatchState(value=4.0, ref_batch=8, ref_throughput=100.0, throughput=90.0, samples=3)
+    assert after_idle(halved, 9.9, LIMITS) is None  # paused, not idle long enough
+    reset = after_idle(halved, 10.0, LIMITS)
+    assert reset is not None
+    state, decision = reset
+    assert state == initial_state(LIMITS, start=256) and state.ref_batch is None
+    assert decision.action == "reset" and decision.max_batch == 256 and not decision.measured
+    assert after_idle(state, 60.0, LIMITS) is None  # already at the limit
+    never = BatchLimits(engine_max=256, idle_reset_s=None)
+    assert after_idle(halved, 1e6, never) is None
 
 
 def test_itl_over_slo_halves_the_batch() -> None:

@@ -150,6 +150,24 @@ def test_thin_windows_accumulate_and_idle_windows_are_dropped() -> None:
     assert a.last is not None  # the last judged window's values stay for the load report
 
 
+def test_after_idle_reset_s_without_requests_the_cap_goes_back_to_the_engine_max() -> None:
+    a = autoscaler(32)
+    feed(a.window, 32, 0.080, steps=10, waiting=4)
+    a.tick(0.5)
+    feed(a.window, 16, 0.080, steps=10, waiting=4)
+    a.tick(1.0)
+    assert a.max_batch == 8
+    for t in (1.5, 6.0, 10.9):  # idle, but not for 10 s since the last busy window
+        assert a.tick(t).skipped == "idle" and a.max_batch == 8
+    tick = a.tick(11.5)  # idle since 1.0
+    assert tick.decision is not None and tick.decision.action == "reset"
+    assert a.max_batch == 32 and (a.window.start, a.window.cap) == (11.5, 32)
+    assert a.tick(12.0).skipped == "idle"  # at the limit already: nothing more to do
+    feed(a.window, 32, 0.080, steps=10, waiting=4)  # busy again: the idle stretch ends
+    a.tick(12.5)
+    assert a.max_batch == 16 and a.idle_since is None
+
+
 def test_a_violation_in_a_few_steps_waits_for_enough_steps() -> None:
     """Two slow steps (a CPU quota's pause) are not the batch's ITL: no halving yet."""
     a = autoscaler(8)

@@ -37,7 +37,8 @@ Where the worker adds to the policy:
   batch, not this one: the window is dropped, not judged, and the next one starts. Else
   a violation seen at 16 running would halve 8 to 4 to 2 while the 16 still drain.
 - **Idle is not a window.** A window in which nothing ran is dropped too, so the first
-  window of the next burst does not divide its tokens by the idle time before it.
+  window of the next burst does not divide its tokens by the idle time before it; idle
+  since `idle_reset_s`, the cap goes back to the engine limit (`batch_size.after_idle`).
 - A window too thin to judge (`measured=False`: fewer than `min_tokens` decode tokens
   or `min_steps` engine steps) keeps accumulating, as the policy asks.
 """
@@ -51,6 +52,7 @@ from cascade_autoscaler.batch_size import (
     BatchLimits,
     BatchObservation,
     BatchState,
+    after_idle,
     initial_state,
     step,
 )
@@ -152,6 +154,7 @@ class LocalAutoscaler:
         self.state: BatchState = initial_state(limits, start=limits.engine_max)
         self.window = BatchWindow(now, self.state.max_batch)
         self.last: BatchDecision | None = None  # the last judged window's decision
+        self.idle_since: float | None = None  # start of the current run of idle windows
 
     @property
     def max_batch(self) -> int:
@@ -165,8 +168,14 @@ class LocalAutoscaler:
             window.restart(now, self.max_batch)
             return Tick(None, f"cap {window.cap} not in force yet: window dropped")
         if window.peak_running == 0:
+            if self.idle_since is None:
+                self.idle_since = window.start
+            reset = after_idle(self.state, now - self.idle_since, self.limits)
+            if reset is not None:
+                self.state = reset[0]
             window.restart(now, self.max_batch)
-            return Tick(None, "idle")
+            return Tick(reset[1]) if reset is not None else Tick(None, "idle")
+        self.idle_since = None
         self.state, decision = step(self.state, window.observation(self.slos), self.limits)
         if decision.measured:
             self.last = decision
