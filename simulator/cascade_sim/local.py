@@ -63,15 +63,17 @@ def tick(inst: Instance, now: float, limits: BatchLimits, slos: Mapping[str, Slo
     """
     assert inst.bstate is not None
     inst.touch()
-    if inst.w_run == 0:  # idle: after a while, back to the engine limit
-        inst.idle_since = inst.w_start if inst.idle_since is None else inst.idle_since
+    idle = inst.w_run == 0 or inst.running + inst.waiting == 0
+    if idle:  # nothing runs now (a thin window left from a burst is dropped with it)
+        if inst.idle_since is None:
+            inst.idle_since = inst.w_start if inst.w_run == 0 else now
         reset = after_idle(inst.bstate, now - inst.idle_since, limits)
         if reset is not None:
             inst.bstate = reset[0]
             inst.cap = inst.bstate.max_batch
     else:
         inst.idle_since = None
-    if inst.w_off or inst.w_run == 0:
+    if inst.w_off or idle:
         inst.restart_window(now, inst.cap)
         return None
     obs = observation(inst, slos)

@@ -168,6 +168,20 @@ def test_after_idle_reset_s_without_requests_the_cap_goes_back_to_the_engine_max
     assert a.max_batch == 16 and a.idle_since is None
 
 
+def test_a_thin_window_at_a_bursts_end_does_not_hide_the_idle_after_it() -> None:
+    a = autoscaler(32)
+    feed(a.window, 32, 0.080, steps=10, waiting=4)
+    a.tick(0.5)
+    assert a.max_batch == 16
+    feed(a.window, 1, 0.080, steps=3)  # the last request's few tokens: too thin to judge
+    assert a.tick(1.0).decision is not None and a.window.steps == 3  # kept accumulating
+    tick = a.tick(1.5)  # no step since: idle, and the stale thin window is dropped
+    assert tick.skipped == "idle" and a.window.steps == 0 and a.window.peak_running == 0
+    assert a.tick(10.9).skipped == "idle" and a.max_batch == 16  # idle since 1.0
+    tick = a.tick(11.0)
+    assert tick.decision is not None and tick.decision.action == "reset" and a.max_batch == 32
+
+
 def test_a_violation_in_a_few_steps_waits_for_enough_steps() -> None:
     """Two slow steps (a CPU quota's pause) are not the batch's ITL: no halving yet."""
     a = autoscaler(8)

@@ -154,7 +154,8 @@ class LocalAutoscaler:
         self.state: BatchState = initial_state(limits, start=limits.engine_max)
         self.window = BatchWindow(now, self.state.max_batch)
         self.last: BatchDecision | None = None  # the last judged window's decision
-        self.idle_since: float | None = None  # start of the current run of idle windows
+        self.idle_since: float | None = None  # the tick after which no engine step ran
+        self.ticked = (now, 0)  # the last tick's time and the window's steps then
 
     @property
     def max_batch(self) -> int:
@@ -164,20 +165,27 @@ class LocalAutoscaler:
     def tick(self, now: float) -> Tick:
         """Judge the window up to `now`; the caller applies `max_batch` when it changed."""
         window = self.window
+        last_at, last_steps = self.ticked
+        self.ticked = (now, window.steps)
         if window.off_cap:
             window.restart(now, self.max_batch)
+            self.ticked = (now, 0)
             return Tick(None, f"cap {window.cap} not in force yet: window dropped")
-        if window.peak_running == 0:
+        if window.peak_running == 0 or window.steps == last_steps:
+            # Idle: nothing ran, or no step since the last tick (a thin window left over
+            # from the end of a burst is dropped, not carried into the next one).
             if self.idle_since is None:
-                self.idle_since = window.start
+                self.idle_since = last_at
             reset = after_idle(self.state, now - self.idle_since, self.limits)
             if reset is not None:
                 self.state = reset[0]
             window.restart(now, self.max_batch)
+            self.ticked = (now, 0)
             return Tick(reset[1]) if reset is not None else Tick(None, "idle")
         self.idle_since = None
         self.state, decision = step(self.state, window.observation(self.slos), self.limits)
         if decision.measured:
             self.last = decision
             window.restart(now, decision.max_batch)
+            self.ticked = (now, 0)
         return Tick(decision)
