@@ -53,7 +53,8 @@ def predict(
             for row in result.timeline
         ]
         doc["timeline"] = result.timeline  # queues and mean cap, beside the cluster's
-        doc["ttft_bins"] = ttft_bins([_record(r) for r in result.requests], _ttft_slos(dep))
+        slos = {c: slo.ttft_s for c, slo in dep.slos.items()}
+        doc["ttft_bins"] = ttft_bins([_record(r) for r in result.requests], slos)
         out[run] = doc
     return out
 
@@ -67,10 +68,6 @@ def _record(r: wl.Req) -> dict[str, Any]:
         "ttft_s": r.first - r.arrival if done else None,
         "error": None if done else "not served",
     }
-
-
-def _ttft_slos(dep: Any) -> dict[str, float | None]:
-    return {c: slo.ttft_s for c, slo in dep.slos.items()}
 
 
 def sim_config(time_to_ready_s: float, source: str, kpa_target: float | None) -> dict[str, Any]:

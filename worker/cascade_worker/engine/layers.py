@@ -164,7 +164,7 @@ def decode_groups(rows: list[int], ctx_len: list[int]) -> list[list[int]]:
     """
     buckets: dict[int, list[int]] = {}
     for i in rows:
-        key = ((max(ctx_len[i], 1) - 1) // DECODE_BUCKET_TOKENS).bit_length()
+        key = ((ctx_len[i] - 1) // DECODE_BUCKET_TOKENS).bit_length()  # ctx_len >= 1
         buckets.setdefault(key, []).append(i)
     return [buckets[k] for k in sorted(buckets)]
 

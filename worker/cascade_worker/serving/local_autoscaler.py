@@ -164,12 +164,15 @@ class LocalAutoscaler:
 
     def tick(self, now: float) -> Tick:
         """Judge the window up to `now`; the caller applies `max_batch` when it changed."""
-        window = self.window
         last_at, last_steps = self.ticked
-        self.ticked = (now, window.steps)
+        tick = self._judge(now, last_at, last_steps)
+        self.ticked = (now, self.window.steps)
+        return tick
+
+    def _judge(self, now: float, last_at: float, last_steps: int) -> Tick:
+        window = self.window
         if window.off_cap:
             window.restart(now, self.max_batch)
-            self.ticked = (now, 0)
             return Tick(None, f"cap {window.cap} not in force yet: window dropped")
         if window.peak_running == 0 or window.steps == last_steps:
             # Idle: nothing ran, or no step since the last tick (a thin window left over
@@ -180,12 +183,10 @@ class LocalAutoscaler:
             if reset is not None:
                 self.state = reset[0]
             window.restart(now, self.max_batch)
-            self.ticked = (now, 0)
             return Tick(reset[1]) if reset is not None else Tick(None, "idle")
         self.idle_since = None
         self.state, decision = step(self.state, window.observation(self.slos), self.limits)
         if decision.measured:
             self.last = decision
             window.restart(now, decision.max_batch)
-            self.ticked = (now, 0)
         return Tick(decision)
