@@ -12,15 +12,12 @@ the window since the last measured tick and calls `step`:
 so growth is fast when far from the SLO and slows as backpressure approaches 1. The
 engine gets `floor(value)`, bounded to [1, engine limit]. Where the paper is vague:
 
-- **Continuous value.** The EWMA runs on a real number kept in the state; only the cap
-  handed to the engine is an integer. Rounding each tick would freeze small batches
-  (1 · 1.4 rounds back to 1) and make large ones creep by +1 until the SLO breaks.
-- **"Previous throughput"** is the mean throughput measured under the last *different*
-  cap (`ref_batch`); "current" is the mean so far under this cap (a running mean over up
-  to `samples` binding windows, an EWMA after that). Each tick while the cap holds
-  re-checks it against the reference with one more sample, so a noisy first window
-  fades instead of deciding forever. No reference yet (first tick): TBP is None, and
-  the decision rests on LBP alone.
+- **Continuous value.** The EWMA runs on a real number; only the engine's cap is an
+  integer (rounding each tick would freeze small batches: 1 · 1.4 rounds back to 1).
+- **"Previous throughput"** is the mean throughput under the last *different* cap
+  (`ref_batch`); "current" the mean so far under this cap (running over up to `samples`
+  binding windows, an EWMA after), re-checked each tick with one more sample so a noisy
+  first window fades. No reference yet: TBP is None, LBP alone decides.
 - **TBP brakes; it does not pace a gain.** Read literally, a clear gain after growing
   (TBP = 1/step on a linear stretch) enters max(LBP, TBP) and shrinks the next step, so
   the steps decay geometrically and the batch stalls far below the inflection (from 1 on
@@ -34,48 +31,38 @@ engine gets `floor(value)`, bounded to [1, engine limit]. Where the paper is vag
   inflection, and max(LBP, TBP) paces a cautious climb back, as in the paper; in
   between, hold.
 - **Noise: a throughput loss must be told apart from the windows' own spread.** One
-  0.5 s window of a busy engine swings by 10-20 % (a decode step more or less, prefills
-  of new requests, a neighbour on the CPU); read raw, one low window halved the cap, and
-  a worker under a tight SLO sawed between half and full of the batch that meets it.
-  So TBP is backpressure (halves) only when the loss is beyond a noise margin measured
-  from the samples themselves:
+  0.5 s window of a busy engine swings by 10-20 %; read raw, one low window halved the
+  cap, and a worker under a tight SLO sawed between half and full of the batch that
+  meets it. So TBP halves only beyond a margin measured from the samples themselves:
 
       margin = max(tolerance, noise_z · cv · sqrt(1/n + 1/n_ref))
 
-  with `cv` the coefficient of variation of the current cap's per-window throughputs,
-  `n` and `n_ref` the windows behind the two means (capped at `samples`): twice the
-  relative standard error of TBP, about 95 %. With one window at the current cap a loss
-  is *unconfirmed* and the cap holds for a second window, so a real loss acts on the
-  second window at the latest; a loss after a growth within the margin steps back to
-  the reference cap (the growth did not pay) rather than halving. `tolerance` is the
-  band's floor and the width of the "flat" band on the gain side. LBP is neither
-  smoothed nor confirmed: an SLO violation is not noise (the EWMA already damps), and
-  LBP >= 1 halves on the window that shows it, as the paper's `< 1` test says.
+  (`cv` of the current cap's per-window throughputs, `n` and `n_ref` the windows behind
+  the two means, capped at `samples`: about 95 %). With one window at the current cap a
+  loss is *unconfirmed* and the cap holds for a second window; a loss after a growth
+  within the margin steps back to the reference cap rather than halving. LBP is neither
+  smoothed nor confirmed: LBP >= 1 halves on the window that shows it (but see Prefill).
 - **Thin windows.** A window with fewer than `min_tokens` decoded tokens or fewer than
-  `min_steps` engine steps is not judged: `measured=False`, and the worker keeps
-  accumulating the same window. The steps bound is for LBP: a mean ITL over two or three
-  steps is one scheduling accident, not the batch's latency. Under a CPU quota (the dev
-  cluster's 0.2 core, 100 ms CFS period) a step that exhausts the quota waits out the
-  period, so a 0.5 s window of three 150 ms mixed steps read LBP 1.0-4.7 where requests'
-  own mean ITL (what the SLO judges) stayed under it, and halved the cap 77 times in one
-  bench run (run 7). Eight steps span several periods.
-- **Idle.** No running requests: hold and keep the reference (the capacity curve has not
-  changed because demand paused); after `idle_reset_s`, `after_idle` restarts at the
-  limit like a new instance (a cap halved in one burst, 4 of 32, held the next one back).
+  `min_steps` engine steps is not judged (`measured=False`; the worker keeps
+  accumulating it). Under a CPU quota (100 ms CFS period) a step that exhausts the quota
+  waits out the period, so a 0.5 s window of three mixed steps read LBP 1.0-4.7 where
+  the requests' own mean ITL met the SLO (77 halvings in one bench run); eight steps
+  span several periods.
+- **Idle.** No running requests: hold and keep the reference; after `idle_reset_s`,
+  `after_idle` restarts at the limit (a cap halved in one burst held the next one back).
 - **Binding.** Throughput measures the cap only when the cap limits the batch (running
-  >= cap, or requests waiting). Otherwise TBP is None, the cap does not grow (no evidence
-  that a larger batch helps; an unbinding cap would drift to the engine limit and the
-  next burst would run at a size never tried), and a halving halves the batch actually
-  running rather than the idle cap, so an ITL violation bites on the first tick.
-- **Start.** `initial_state` defaults to 1 (slow start, x5.5 a tick at LBP 0.1); the
-  worker and the simulator start at the engine limit (cascade_worker's local_autoscaler).
-- **Units.** Every throughput sample of a state must be the same quantity, measured
-  the same way: the worker's is the speed of pure decode steps in CPU time, and a
-  window with no such step has none (`throughput=None`), not a substitute (tokens over
-  the window's wall-clock span read 10-17x lower under a CPU quota; averaged in, they
-  made TBP 10-17, halving the cap); it adds no sample: TBP reads the cap's mean so far.
+  >= cap, or requests waiting). Otherwise TBP is None, the cap does not grow (an
+  unbinding cap would drift to the limit, and the next burst would run at a size never
+  tried), and a halving halves the batch actually running, not the idle cap.
+- **Start.** `initial_state` defaults to 1 (slow start); the worker and the simulator
+  start at the engine limit (cascade_worker's local_autoscaler).
+- **Units.** Every throughput sample of a state is the speed of pure decode steps in
+  CPU time; a window with no such step has none (`throughput=None`), not a wall-clock
+  substitute (10-17x lower under a CPU quota: TBP read 10-17 and halved the cap).
 - **SLO.** No running request carries an ITL SLO: `default_itl_slo_s`, or no latency
   bound at all (LBP = 0) when that is None.
+- **Prefill.** LBP >= 1 halves only if half the batch is expected to meet the SLO
+  (`prefill_share`): where prompt chunks make each step, halving cuts throughput, not ITL.
 """
 
 from __future__ import annotations
@@ -83,6 +70,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from typing import Literal
+
+from cascade_autoscaler.prefill_share import halving_outlook
 
 Action = Literal["grow", "halve", "step_back", "hold", "reset"]
 
@@ -111,6 +100,7 @@ class BatchObservation:
     throughput: float | None  # decode tokens/s of the batch; None: not measured (see Units)
     itl_slos_s: tuple[float, ...] = ()  # ITL SLOs of the running requests
     waiting: int = 0  # requests admitted but held back (by the cap or memory)
+    mean_step_s: float | None = None  # mean compute time of the window's steps; None: unknown
 
 
 @dataclass(frozen=True)
@@ -214,7 +204,17 @@ def step(
 
     value = state.value
     action: Action = "hold"
-    if lbp >= 1 or (tbp is not None and margin is not None and tbp > 1 + margin):
+    tbp_loss = tbp is not None and margin is not None and tbp > 1 + margin
+    tps, slo = obs.throughput or state.throughput, tightest_slo(obs, limits)
+    half = halving_outlook(obs.itl_s, slo, obs.running, tps, obs.mean_step_s)
+    if lbp >= 1 and not tbp_loss and not half.helps:
+        assert half.decode_share is not None and half.itl_at_half_s is not None
+        reason = (
+            f"ITL over SLO but prefill makes it: at half the batch ITL would still be "
+            f"{1e3 * half.itl_at_half_s:.0f} ms (decode {half.decode_share:.0%} of a step): "
+            f"hold {cap}; {tail}"
+        )
+    elif lbp >= 1 or tbp_loss:
         base = state.value if binding else min(state.value, float(obs.running))
         value, action = base / 2, "halve"
         why = "ITL over SLO" if lbp >= 1 else "throughput fell beyond noise as the batch grew"

@@ -1,8 +1,11 @@
 """Queue policy: which waiting request goes to which backend, as a pure function.
 
-The gateway keeps one FIFO per request class and serves them in strict priority order:
+The gateway keeps one queue per request class and serves them in strict priority order:
 interactive requests (people waiting on tokens) before batch ones (throughput work that
-tolerates queueing). Each time something changes (a request arrives or finishes, a load
+tolerates queueing). Within a class, requests still on time for their time-to-first-token
+SLO go first come first served, then the late ones, in the same order
+(`cascade_protocol.queue_order`: under a backlog plain FIFO makes every request miss).
+Each time something changes (a request arrives or finishes, a load
 report lands, a cool-down ends) the scheduler asks ``assign`` for a set of placements
 and applies them. Placing one request uses up one unit of a backend's capacity in the
 snapshot, so one call can place many requests without overfilling anyone.
@@ -17,6 +20,7 @@ placed and requests stay queued until one appears or their deadline passes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -35,11 +39,19 @@ class Waiter:
     request_class: RequestClass
     # Backends this request already failed on (avoided while others exist).
     tried: frozenset[str] = frozenset()
+    # When it can no longer meet its TTFT SLO (`queue_order.late_at`); inf: no SLO.
+    late_at: float = math.inf
 
 
-def service_order(queues: Mapping[RequestClass, Iterable[Waiter]]) -> list[Waiter]:
-    """All waiters, highest class first, FIFO within a class."""
-    return [w for cls in CLASS_ORDER for w in queues.get(cls, ())]
+def service_order(queues: Mapping[RequestClass, Iterable[Waiter]], now: float) -> list[Waiter]:
+    """All waiters, highest class first; within a class the on-time ones (and retries,
+    accepted long ago and maybe mid-stream) in queue order, then the late ones."""
+    order: list[Waiter] = []
+    for cls in CLASS_ORDER:
+        waiters = list(queues.get(cls, ()))
+        order += [w for w in waiters if w.tried or now < w.late_at]
+        order += [w for w in waiters if not w.tried and now >= w.late_at]
+    return order
 
 
 def over_limit(depth: int, limit: int) -> bool:

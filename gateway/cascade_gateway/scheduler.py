@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from cascade_gateway.demand import Ticket
 from cascade_gateway.policy import Waiter, assign, over_limit, service_order
 from cascade_gateway.router import next_wakeup, ready_count
 from cascade_protocol.generate import RequestClass
+from cascade_protocol.queue_order import late_at
 
 
 class QueueFull(Exception):
@@ -84,8 +86,9 @@ class Scheduler:
         A retry (the request was accepted before, then its backend failed) goes to the
         head of its queue and is never refused for a full queue.
         """
+        late = late_at(ticket.arrived, ticket.deadline - ticket.arrived) if ticket else math.inf
         entry = _Entry(
-            Waiter(next(self._keys), request_class, tried),
+            Waiter(next(self._keys), request_class, tried, late),
             asyncio.get_running_loop().create_future(),
             ticket,
         )
@@ -122,7 +125,7 @@ class Scheduler:
         views = self.pool.views()
         now = self.pool.clock()
         entries = {e.waiter.key: e for q in self._queues.values() for e in q}
-        for key, url in assign(service_order(waiting), views, now, self.slack):
+        for key, url in assign(service_order(waiting, now), views, now, self.slack):
             entry = entries[key]
             self._queues[entry.waiter.request_class].remove(entry)
             if entry.future.done():  # cancelled in this very instant

@@ -1,8 +1,10 @@
 """The gateway: per-class queues with strict priority, role routing, 429 when full.
 
-As the real gateway (cascade_gateway.policy and .router): one FIFO per class,
-interactive served before batch, a class queue holding at most its limit (one more is
-refused), and for the head of a queue the backend chosen by
+As the real gateway (cascade_gateway.policy and .router): one queue per class, first
+come first served among the requests still on time and then among the late ones
+(`cascade_protocol.queue_order`), interactive served before batch, a class queue holding
+at most its limit (one more is refused), and for the head of a queue the backend chosen
+by
 
 1. a free slot in its batch (in flight < cap) before a `slack` slot (in flight < cap +
    slack, queued at the worker);
@@ -23,10 +25,12 @@ room only that instance needs to be offered work (`accepts`).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
+from cascade_protocol.queue_order import late_at
 from cascade_sim.config import Routing
 from cascade_sim.instance import Instance
 from cascade_sim.workload import Req
@@ -36,17 +40,61 @@ MIXED_ROLE = "mixed"
 BATCH_ROLE = "batch"
 
 
+class ClassQueue:
+    """One class's waiting requests: those still on time, then the late ones, each in
+    arrival order. A request moves to `late` when it is first looked at past its time,
+    so each move is O(1) and the head is always the rule's next request."""
+
+    def __init__(self, ttft_slo_s: float, timeout_s: float) -> None:
+        self.ttft_slo_s = ttft_slo_s
+        self.timeout_s = timeout_s
+        self.on_time: deque[Req] = deque()
+        self.late: deque[Req] = deque()
+
+    def __len__(self) -> int:
+        return len(self.on_time) + len(self.late)
+
+    def __iter__(self) -> Iterator[Req]:
+        """Oldest first (every late request arrived before every on-time one)."""
+        return itertools.chain(self.late, self.on_time)
+
+    def append(self, r: Req) -> None:
+        self.on_time.append(r)
+
+    def head(self, now: float) -> Req | None:
+        """The next request to serve, dropping those whose client gave up on them."""
+        on_time, late = self.on_time, self.late
+        while on_time and now >= late_at(on_time[0].arrival, self.ttft_slo_s):
+            late.append(on_time.popleft())
+        for q in (late, on_time):
+            while q and now - q[0].arrival > self.timeout_s:
+                q.popleft().timed_out = True
+        if on_time:
+            return on_time[0]
+        return late[0] if late else None
+
+    def take(self, r: Req) -> None:
+        """Remove `r`, the head just returned."""
+        (self.on_time if self.on_time and self.on_time[0] is r else self.late).popleft()
+
+
 class Gateway:
-    def __init__(self, routing: Routing, slack: int, limits: tuple[int, int], timeout_s: float):
+    def __init__(
+        self,
+        routing: Routing,
+        slack: int,
+        limits: tuple[int, int],
+        timeout_s: float,
+        ttft_slos_s: tuple[float, float] = (math.inf, math.inf),
+    ):
         self.routing = routing
         self.slack = slack
         self.limit_i, self.limit_b = limits
-        self.timeout_s = timeout_s
-        self.q_i: deque[Req] = deque()
-        self.q_b: deque[Req] = deque()
+        self.q_i = ClassQueue(ttft_slos_s[0], timeout_s)
+        self.q_b = ClassQueue(ttft_slos_s[1], timeout_s)
         self.last_arrival: float | None = None
 
-    def queue(self, batch: bool) -> deque[Req]:
+    def queue(self, batch: bool) -> ClassQueue:
         return self.q_b if batch else self.q_i
 
     def arrive(self, r: Req) -> bool:
@@ -111,12 +159,6 @@ class Gateway:
         return best
 
     def pop_live(self, batch: bool, now: float) -> Req | None:
-        """The head of a class queue, dropping requests their client gave up on."""
-        q = self.queue(batch)
-        while q:
-            r = q[0]
-            if now - r.arrival <= self.timeout_s:
-                return r
-            q.popleft()
-            r.timed_out = True
-        return None
+        """The next request of a class queue (see `ClassQueue.head`); it stays queued
+        until `take`n."""
+        return self.queue(batch).head(now)

@@ -74,6 +74,7 @@ class Instance:
         "tokens",
         "version",
         "w_bat",
+        "w_busy_s",
         "w_cap",
         "w_dec_s",
         "w_dec_tokens",
@@ -138,6 +139,7 @@ class Instance:
     def restart_window(self, now: float, cap: int) -> None:
         self.w_start, self.w_cap = now, cap
         self.w_tokens = self.w_gap = self.w_dec_tokens = self.w_dec_s = self.w_steps = 0.0
+        self.w_busy_s = 0.0  # time spent stepping: w_busy_s / w_steps is the mean step
         self.w_run = self.w_wait = 0
         self.w_int = self.w_bat = self.w_off = False
 
@@ -158,6 +160,7 @@ class Instance:
         s, c = self._rates()
         k = dt / s  # engine steps in this stretch
         self.w_steps += k
+        self.w_busy_s += dt
         if nd:
             self.V += k
             self.tokens += nd * k

@@ -12,7 +12,7 @@ instance, with the same rules so a simulated cap moves as a real one would:
 - a window the policy cannot judge (too few tokens or steps) keeps accumulating;
 - the observation: peak running and waiting, decode tokens, mean ITL (summed gaps over
   tokens), the decode speed of the stretches without prefill (None when there were
-  none), and the ITL SLOs of the classes that decoded.
+  none), the mean step time, and the ITL SLOs of the classes that decoded.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ def observation(inst: Instance, slos: Mapping[str, Slo]) -> BatchObservation:
         throughput=inst.w_dec_tokens / inst.w_dec_s if inst.w_dec_s > 0 else None,
         itl_slos_s=tuple(sorted(b for b in bounds if b is not None)),
         waiting=inst.w_wait,
+        mean_step_s=inst.w_busy_s / inst.w_steps if inst.w_steps > 0 else None,
     )
 
 

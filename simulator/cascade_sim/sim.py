@@ -24,7 +24,7 @@ from typing import Any
 
 from cascade_autoscaler.batch_size import BatchLimits
 from cascade_sim import local
-from cascade_sim.config import BATCH, Deployment, SimConfig
+from cascade_sim.config import BATCH, INTERACTIVE, Deployment, SimConfig
 from cascade_sim.gateway import Gateway
 from cascade_sim.instance import Instance, Phase
 from cascade_sim.observe import Observer, sample
@@ -84,7 +84,11 @@ class _Sim:
         steps = profile.step_table(dep.engine_max_batch)
         self.pool = Pool(steps, rate, dep.prefill_budget, dep.engine_max_batch, limits)
         self.gw = Gateway(
-            cfg.routing, cfg.slack, (cfg.interactive_queue, cfg.batch_queue), cfg.client_timeout_s
+            cfg.routing,
+            cfg.slack,
+            (cfg.interactive_queue, cfg.batch_queue),
+            cfg.client_timeout_s,
+            (dep.slos[INTERACTIVE].ttft_s, dep.slos[BATCH].ttft_s),
         )
         self.limits = limits
         self.heap: list[tuple[float, int, int, int]] = []
@@ -168,7 +172,7 @@ class _Sim:
     # Gateway dispatch.
 
     def _send(self, r: Req, inst: Instance) -> None:
-        self.gw.queue(r.batch).popleft()
+        self.gw.queue(r.batch).take(r)
         r.dispatched = self.now
         r.instance = inst.iid
         inst.accept(r, self.now)

@@ -18,6 +18,7 @@ from cascade_autoscaler.batch_size import (
     noise_margin,
     step,
 )
+from cascade_autoscaler.prefill_share import halving_outlook
 
 LIMITS = BatchLimits(engine_max=256)
 
@@ -396,3 +397,28 @@ def test_first_tick_has_no_tbp() -> None:
     assert d.tbp is None and "no reference" in d.reason
     assert d.backpressure == pytest.approx(0.2)
     assert (d.action, d.max_batch) == ("grow", 3)  # 0.5 / 0.2 + 0.5 = 3
+
+
+# -- Prefill: an ITL that halving cannot fix --------------------------------------------
+
+
+def test_halving_outlook_from_the_decode_share_of_a_step() -> None:
+    # 16 running at 160 tok/s decode: 0.1 s of a 0.3 s step; ITL 0.33 s at half 0.275 s.
+    o = halving_outlook(0.33, 0.25, 16, 160.0, 0.30)
+    assert o.decode_share == pytest.approx(1 / 3) and o.itl_at_half_s == pytest.approx(0.275)
+    assert not o.helps
+    assert halving_outlook(0.28, 0.25, 16, 160.0, 0.30).helps  # half meets 0.25
+    assert halving_outlook(0.60, 0.25, 16, 160.0, 0.18).helps  # decode 55 %: the paper's trade
+    assert halving_outlook(0.30, 0.25, 16, None, 0.30).helps  # unknown: halve
+    assert halving_outlook(0.30, 0.25, 16, 160.0, None).helps
+
+
+def test_an_itl_made_by_prefill_chunks_holds_the_cap_and_a_decode_one_halves() -> None:
+    limits = BatchLimits(engine_max=32, default_itl_slo_s=0.25)
+    state = initial_state(limits, start=16)
+    prefill = BatchObservation(16, 160, 10, 0.33, 160.0, waiting=20, mean_step_s=0.30)
+    _, d = step(state, prefill, limits)
+    assert d.action == "hold" and d.max_batch == 16 and "prefill makes it" in d.reason
+    decode = BatchObservation(16, 160, 10, 0.33, 160.0 / 3, waiting=20, mean_step_s=0.30)
+    _, d = step(state, decode, limits)
+    assert d.action == "halve" and d.max_batch == 8

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from cascade_gateway.backends import BackendPool
+from cascade_gateway.demand import Ticket
 from cascade_gateway.discovery import Discovered
 from cascade_gateway.policy import Waiter, assign, over_limit, service_order
 from cascade_gateway.router import (
@@ -112,7 +113,23 @@ def test_service_order_is_interactive_first_then_fifo() -> None:
         BATCH: [Waiter(1, BATCH), Waiter(2, BATCH)],
         INTERACTIVE: [Waiter(3, INTERACTIVE), Waiter(4, INTERACTIVE)],
     }
-    assert [w.key for w in service_order(queues)] == [3, 4, 1, 2]
+    assert [w.key for w in service_order(queues, now=0.0)] == [3, 4, 1, 2]
+
+
+def test_late_waiters_step_behind_on_time_ones_of_their_class_only() -> None:
+    queues = {
+        INTERACTIVE: [
+            Waiter(1, INTERACTIVE, late_at=5.0),
+            Waiter(2, INTERACTIVE, frozenset({"a"}), late_at=5.0),  # a retry keeps its place
+            Waiter(3, INTERACTIVE, late_at=6.0),
+            Waiter(4, INTERACTIVE, late_at=9.0),
+        ],
+        BATCH: [Waiter(5, BATCH, late_at=1.0), Waiter(6, BATCH, late_at=60.0)],
+    }
+    assert [w.key for w in service_order(queues, now=4.9)] == [1, 2, 3, 4, 6, 5]
+    assert [w.key for w in service_order(queues, now=5.0)] == [2, 3, 4, 1, 6, 5]
+    # All late: first come first served again, and still interactive before batch.
+    assert [w.key for w in service_order(queues, now=99.0)] == [2, 1, 3, 4, 5, 6]
 
 
 def test_assign_places_while_capacity_lasts() -> None:
@@ -203,6 +220,32 @@ def test_scheduler_retry_jumps_the_queue_and_ignores_the_limit() -> None:
         assert await retry == "a"
         assert not queued.done()
         queued.cancel()
+
+    asyncio.run(go())
+
+
+def test_scheduler_serves_a_request_still_on_time_before_a_late_one() -> None:
+    async def go() -> None:
+        pool = pool_with("a", max_batch=1)
+        clock = pool.clock
+        assert isinstance(clock, Clock)
+        sched = Scheduler(pool, {INTERACTIVE: 4, BATCH: 4}, slack=0)
+        await sched.acquire(INTERACTIVE)
+
+        def ticket(arrived: float) -> Ticket:
+            return Ticket(arrived=arrived, deadline=arrived + 5.0, prompt_tokens=8, max_tokens=8)
+
+        old = asyncio.create_task(sched.acquire(INTERACTIVE, ticket=ticket(clock.now)))
+        await asyncio.sleep(0)
+        clock.now += 4.0
+        fresh = asyncio.create_task(sched.acquire(INTERACTIVE, ticket=ticket(clock.now)))
+        await asyncio.sleep(0)
+        clock.now += 2.0  # the first waiter is past its TTFT deadline, the second is not
+        sched.release("a", INTERACTIVE)
+        assert await fresh == "a"
+        assert not old.done()
+        sched.release("a", INTERACTIVE)
+        assert await old == "a"  # late, not dropped
 
     asyncio.run(go())
 

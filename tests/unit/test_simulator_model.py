@@ -141,6 +141,21 @@ def test_queue_limit_rejects_and_client_timeout_drops() -> None:
     assert gw.pop_live(False, 11.0) is None and r1.timed_out
 
 
+def test_queue_serves_requests_still_on_time_before_late_ones() -> None:
+    """The gateway's rule (cascade_protocol.queue_order), with the interactive TTFT 5 s."""
+    gw = Gateway("gateway", slack=0, limits=(9, 9), timeout_s=60.0, ttft_slos_s=(5.0, 60.0))
+    old, mid, new = (Req(Arrival(i, t, 1, 1, False), 60.0) for i, t in enumerate((0, 1, 4)))
+    for r in (old, mid, new):
+        assert gw.arrive(r)
+    assert gw.pop_live(False, 4.4) is old  # all on time: first come first served
+    assert gw.pop_live(False, 5.4) is mid  # old is late (from 4.5 s with the 10 % margin)
+    gw.queue(False).take(mid)
+    assert gw.pop_live(False, 6.0) is new
+    gw.queue(False).take(new)
+    assert gw.pop_live(False, 7.0) is old and len(gw.q_i) == 1
+    assert list(gw.q_i) == [old]
+
+
 def test_profile_interpolates_tokens_per_s_and_extends_flat() -> None:
     assert TINY.tokens_per_s(8) == pytest.approx(340.0)
     assert TINY.tokens_per_s(20) == pytest.approx(340 + (778 - 340) * 12 / 24)

@@ -318,3 +318,14 @@ def test_the_worker_runs_it_with_adaptive_batch_on_and_stops_it_on_drain() -> No
             assert (doc["max_batch"], doc["engine_max_batch"], doc["backpressure"]) == (8, 8, None)
 
     run(go)
+
+
+def test_the_window_reports_the_mean_compute_time_of_all_its_steps() -> None:
+    w = BatchWindow(0.0, 8)
+    w.step(8, 2, 8, took_s=0.1)  # pure decode
+    w.step(8, 2, 8, took_s=0.3, prefill=128)  # a prompt chunk rides along
+    w.step(8, 2, 8)  # untimed: not counted
+    for _ in range(8):
+        w.token(1, 0.2, INTERACTIVE)
+    obs = w.observation(SLOS)
+    assert obs.mean_step_s == pytest.approx(0.2) and obs.throughput == pytest.approx(80.0)

@@ -11,7 +11,8 @@ glue that feeds it, with no clock and no I/O of its own, so it is tested tick by
 - `LocalAutoscaler.tick(now)` turns the window into a `BatchObservation` and calls
   `batch_size.step`: peak running, decode tokens, mean ITL (the sum of the gaps over
   the tokens), decode throughput, the ITL SLOs of the classes that decoded in it
-  (--interactive-itl-slo-ms, --batch-itl-slo-ms) and peak waiting.
+  (--interactive-itl-slo-ms, --batch-itl-slo-ms), peak waiting and the steps' mean
+  compute time (what tells a prefill-made ITL from the batch's own: `prefill_share`).
 
 Where the worker adds to the policy:
 
@@ -85,6 +86,8 @@ class BatchWindow:
     off_cap: bool = False  # a step ran under another cap, or above this one
     decode_tokens: int = 0  # tokens of the pure decode steps (one per running request)
     decode_s: float = 0.0  # those steps' compute time
+    step_s: float = 0.0  # every step's compute time (decode and prefill)
+    timed_steps: int = 0  # the steps behind it
 
     def restart(self, now: float, cap: int) -> None:
         """A fresh window from `now` measuring `cap` (the same object: feeders keep it)."""
@@ -94,6 +97,7 @@ class BatchWindow:
         self.classes = set()
         self.off_cap = False
         self.decode_tokens, self.decode_s = 0, 0.0
+        self.step_s, self.timed_steps = 0.0, 0
 
     def step(
         self, running: int, waiting: int, max_batch: int, took_s: float = 0.0, prefill: int = 0
@@ -101,6 +105,9 @@ class BatchWindow:
         """One engine step: its counts after it, the cap it ran under, its compute time and
         the prompt tokens it prefilled (0: a pure decode step, `running` tokens)."""
         self.steps += 1
+        if took_s > 0:
+            self.step_s += took_s
+            self.timed_steps += 1
         if prefill == 0 and took_s > 0 and running > 0:
             self.decode_tokens += running
             self.decode_s += took_s
@@ -130,6 +137,7 @@ class BatchWindow:
             throughput=self.throughput(),
             itl_slos_s=tuple(sorted(slos.of(c) for c in self.classes)),
             waiting=self.peak_waiting,
+            mean_step_s=self.step_s / self.timed_steps if self.timed_steps else None,
         )
 
 

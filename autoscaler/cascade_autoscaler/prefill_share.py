@@ -1,0 +1,57 @@
+"""Does halving the batch help an ITL over its SLO? Not when prefill makes the excess.
+
+A step of the engine's chunked prefill carries the running decodes and up to
+maxPrefillTokensPerStep prompt tokens of newly admitted requests, and every decoding
+request waits the whole step for its token. Under a stream of arrivals with long prompts
+and short outputs the prompt chunk is most of a step: measured on the dev cluster
+(0.2 core, prompts of ~180 tokens, 26 output tokens) the steps of a burst took 0.2-0.3 s
+at a cap of 32 of which the batch's own decode was a third. Halving the cap then halves
+the decode part only: ITL barely moves, while the requests finished per second fall with
+the cap (a request needs its 26 steps whatever the cap), the gateway's queue grows and
+time to first token is lost instead (a cap halved to 3-12 through a burst, 120-199
+requests waiting: `cascade bench autoscale` run 13).
+
+So before halving for latency, Algorithm 1 asks what half the batch would give:
+
+    decode share f = (running / decode tokens/s) / mean step time of the window
+    ITL at half the batch ~= ITL · (1 - f / 2)
+
+the decode tokens/s being the pure decode steps' (the window's, else the cap's mean so
+far) and both times the engine's compute time, so the share holds under a CPU quota that
+stretches every step alike. The cap halves when half the batch meets the SLO, or when
+the batch's own decode is at least half of a step (`DECODE_BOUND`): ITL then falls
+about as much as throughput, the paper's trade, and repeated halvings reach the SLO
+(with a decode-only load f is 1: the paper's rule). Otherwise halving would cut
+throughput by half to shave ITL by less than a quarter, and still miss: the cap holds.
+Unknown share (no decode speed measured yet, a window without step times): halve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DECODE_BOUND = 0.5  # decode share of a step from which halving is the paper's trade
+
+
+@dataclass(frozen=True)
+class HalvingOutlook:
+    helps: bool  # False: halving would not bring ITL under the SLO (prefill makes it)
+    decode_share: float | None  # f above; None: unknown
+    itl_at_half_s: float | None
+
+
+def halving_outlook(
+    itl_s: float | None,
+    slo_s: float | None,
+    running: int,
+    decode_tokens_per_s: float | None,
+    mean_step_s: float | None,
+) -> HalvingOutlook:
+    """The ITL expected at half the batch, and whether it meets the SLO."""
+    known = itl_s is not None and slo_s is not None and running > 0
+    if not known or not decode_tokens_per_s or not mean_step_s or mean_step_s <= 0:
+        return HalvingOutlook(True, None, None)
+    assert itl_s is not None and slo_s is not None
+    share = min(1.0, running / decode_tokens_per_s / mean_step_s)
+    at_half = itl_s * (1 - share / 2)
+    return HalvingOutlook(at_half < slo_s or share >= DECODE_BOUND, share, at_half)
