@@ -54,15 +54,14 @@ engine gets `floor(value)`, bounded to [1, engine limit]. Where the paper is vag
   >= cap, or requests waiting). Otherwise TBP is None, the cap does not grow (an
   unbinding cap would drift to the limit, and the next burst would run at a size never
   tried), and a halving halves the batch actually running, not the idle cap.
-- **Start.** `initial_state` defaults to 1 (slow start); the worker and the simulator
-  start at the engine limit (cascade_worker's local_autoscaler).
+- **Start.** At 1 by default (slow start); the worker and the simulator use the limit.
 - **Units.** Every throughput sample of a state is the speed of pure decode steps in
   CPU time; a window with no such step has none (`throughput=None`), not a wall-clock
   substitute (10-17x lower under a CPU quota: TBP read 10-17 and halved the cap).
 - **SLO.** No running request carries an ITL SLO: `default_itl_slo_s`, or no latency
   bound at all (LBP = 0) when that is None.
-- **Prefill.** LBP >= 1 halves only if half the batch is expected to meet the SLO
-  (`prefill_share`): where prompt chunks make each step, halving cuts throughput, not ITL.
+- **Prefill.** LBP >= 1 does not halve where prompt chunks make most of each step
+  (`prefill_share`: halving would cut throughput, not ITL).
 """
 
 from __future__ import annotations
@@ -71,7 +70,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from cascade_autoscaler.prefill_share import halving_outlook
+from cascade_autoscaler.prefill_share import DecodeSpeeds, decode_step_s, halving_outlook, remember
 
 Action = Literal["grow", "halve", "step_back", "hold", "reset"]
 
@@ -112,6 +111,7 @@ class BatchState:
     samples: int = 0  # binding windows behind that mean
     variance: float = 0.0  # their (population) variance, running then EWMA like the mean
     ref_samples: int = 1  # windows behind ref_throughput (capped at limits.samples)
+    decode: DecodeSpeeds = ()  # pure decode speed by batch, kept across caps (see Prefill)
 
     @property
     def max_batch(self) -> int:
@@ -191,22 +191,23 @@ def step(
         return state, _hold(cap, why, measured=False)
 
     binding = obs.running >= cap or obs.waiting > 0
-    if binding and obs.throughput is not None:
-        state = _with_sample(state, obs.throughput, limits.samples)
+    if obs.throughput is not None:
+        state = replace(state, decode=remember(state.decode, obs.running, obs.throughput))
+        state = _with_sample(state, obs.throughput, limits.samples) if binding else state
     lbp = latency_backpressure(obs, limits)
     tbp, tbp_note = throughput_backpressure(state, state.throughput if binding else None, limits)
     bp = max(lbp, tbp if tbp is not None else 0.0)
     grew = state.ref_batch is not None and cap > state.ref_batch
     margin = noise_margin(state, limits) if tbp is not None else None
     loss = tbp is not None and tbp > 1 and (grew or tbp > 1 + limits.tolerance)
-    tail = f"LBP {lbp:.2f}, TBP {_fmt(tbp)} ({tbp_note}"
+    tail = f"LBP {lbp:.2f}, TBP {'n/a' if tbp is None else f'{tbp:.2f}'} ({tbp_note}"
     tail += f", noise margin {margin:.2f})" if margin is not None else ")"
 
     value = state.value
     action: Action = "hold"
     tbp_loss = tbp is not None and margin is not None and tbp > 1 + margin
-    tps, slo = obs.throughput or state.throughput, tightest_slo(obs, limits)
-    half = halving_outlook(obs.itl_s, slo, obs.running, tps, obs.mean_step_s)
+    decode_s = decode_step_s(state.decode, obs.running)
+    half = halving_outlook(obs.itl_s, tightest_slo(obs, limits), decode_s, obs.mean_step_s)
     if lbp >= 1 and not tbp_loss and not half.helps:
         assert half.decode_share is not None and half.itl_at_half_s is not None
         reason = (
@@ -287,14 +288,10 @@ def after_idle(
     reset = limits.idle_reset_s
     if reset is None or idle_s < reset or state.max_batch >= limits.engine_max:
         return None
-    new = initial_state(limits, start=limits.engine_max)
+    new = replace(initial_state(limits, start=limits.engine_max), decode=state.decode)
     why = f"idle {idle_s:.0f} s: back to the engine limit"
     return new, BatchDecision(new.max_batch, None, None, None, "reset", why, False)
 
 
 def _hold(cap: int, reason: str, measured: bool) -> BatchDecision:
     return BatchDecision(cap, None, None, None, "hold", reason, measured)
-
-
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}"

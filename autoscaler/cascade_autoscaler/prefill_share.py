@@ -16,9 +16,13 @@ So before halving for latency, Algorithm 1 asks what half the batch would give:
     decode share f = (running / decode tokens/s) / mean step time of the window
     ITL at half the batch ~= ITL · (1 - f / 2)
 
-the decode tokens/s being the pure decode steps' (the window's, else the cap's mean so
-far) and both times the engine's compute time, so the share holds under a CPU quota that
-stretches every step alike. The cap halves when half the batch meets the SLO, or when
+both times the engine's compute time, so the share holds under a CPU quota that
+stretches every step alike. In a burst every step carries a prompt chunk, so the window
+itself has no pure decode step: the decode speed is remembered from the last windows
+that had some (`DecodeSpeeds`, by batch size in powers of two, as the capacity curve),
+and the step at `running` is read at the nearest batch measured at or below it (a
+smaller batch decodes fewer tokens per second: the share comes out high, toward the
+paper's halving), else above it. The cap halves when half the batch meets the SLO, or when
 the batch's own decode is at least half of a step (`DECODE_BOUND`): ITL then falls
 about as much as throughput, the paper's trade, and repeated halvings reach the SLO
 (with a decode-only load f is 1: the paper's rule). Otherwise halving would cut
@@ -40,18 +44,37 @@ class HalvingOutlook:
     itl_at_half_s: float | None
 
 
+DecodeSpeeds = tuple[tuple[int, float], ...]  # (batch bucket, pure decode tokens/s), sorted
+
+
+def bucket(running: int) -> int:
+    """The power of two at or below `running` (1, 2, 4, ...)."""
+    return 1 << (max(1, running).bit_length() - 1)
+
+
+def remember(speeds: DecodeSpeeds, running: int, tokens_per_s: float) -> DecodeSpeeds:
+    """`speeds` with the bucket of `running` set to an EWMA (weight 1/2) of its speed."""
+    b = bucket(running)
+    old = dict(speeds)
+    old[b] = (old[b] + tokens_per_s) / 2 if b in old else tokens_per_s
+    return tuple(sorted(old.items()))
+
+
+def decode_step_s(speeds: DecodeSpeeds, running: int) -> float | None:
+    """The pure decode step of `running` requests from the nearest remembered bucket."""
+    if not speeds or running <= 0:
+        return None
+    below = [tps for b, tps in speeds if b <= running]
+    tps = below[-1] if below else speeds[0][1]
+    return running / tps if tps > 0 else None
+
+
 def halving_outlook(
-    itl_s: float | None,
-    slo_s: float | None,
-    running: int,
-    decode_tokens_per_s: float | None,
-    mean_step_s: float | None,
+    itl_s: float | None, slo_s: float | None, decode_s: float | None, mean_step_s: float | None
 ) -> HalvingOutlook:
-    """The ITL expected at half the batch, and whether it meets the SLO."""
-    known = itl_s is not None and slo_s is not None and running > 0
-    if not known or not decode_tokens_per_s or not mean_step_s or mean_step_s <= 0:
+    """The ITL expected at half the batch, and whether halving is worth it."""
+    if itl_s is None or slo_s is None or not decode_s or not mean_step_s or mean_step_s <= 0:
         return HalvingOutlook(True, None, None)
-    assert itl_s is not None and slo_s is not None
-    share = min(1.0, running / decode_tokens_per_s / mean_step_s)
+    share = min(1.0, decode_s / mean_step_s)
     at_half = itl_s * (1 - share / 2)
     return HalvingOutlook(at_half < slo_s or share >= DECODE_BOUND, share, at_half)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from dataclasses import replace
 from collections.abc import Callable
 
 import pytest
@@ -18,7 +19,7 @@ from cascade_autoscaler.batch_size import (
     noise_margin,
     step,
 )
-from cascade_autoscaler.prefill_share import halving_outlook
+from cascade_autoscaler.prefill_share import decode_step_s, halving_outlook, remember
 
 LIMITS = BatchLimits(engine_max=256)
 
@@ -403,22 +404,45 @@ def test_first_tick_has_no_tbp() -> None:
 
 
 def test_halving_outlook_from_the_decode_share_of_a_step() -> None:
-    # 16 running at 160 tok/s decode: 0.1 s of a 0.3 s step; ITL 0.33 s at half 0.275 s.
-    o = halving_outlook(0.33, 0.25, 16, 160.0, 0.30)
+    # A 0.1 s decode in a 0.3 s step: ITL 0.33 s would be 0.275 s at half the batch.
+    o = halving_outlook(0.33, 0.25, 0.1, 0.30)
     assert o.decode_share == pytest.approx(1 / 3) and o.itl_at_half_s == pytest.approx(0.275)
     assert not o.helps
-    assert halving_outlook(0.28, 0.25, 16, 160.0, 0.30).helps  # half meets 0.25
-    assert halving_outlook(0.60, 0.25, 16, 160.0, 0.18).helps  # decode 55 %: the paper's trade
-    assert halving_outlook(0.30, 0.25, 16, None, 0.30).helps  # unknown: halve
-    assert halving_outlook(0.30, 0.25, 16, 160.0, None).helps
+    assert halving_outlook(0.28, 0.25, 0.1, 0.30).helps  # half meets 0.25
+    assert halving_outlook(0.60, 0.25, 0.1, 0.18).helps  # decode 55 %: the paper's trade
+    assert halving_outlook(0.33, 0.25, None, 0.30).helps  # unknown: halve
+    assert halving_outlook(0.33, 0.25, 0.1, None).helps
+
+
+def test_decode_speeds_are_remembered_by_batch_bucket() -> None:
+    speeds = remember(remember((), 16, 100.0), 19, 200.0)  # 16..31 share a bucket
+    assert speeds == ((16, 150.0),)
+    speeds = remember(speeds, 4, 50.0)
+    assert speeds == ((4, 50.0), (16, 150.0))
+    assert decode_step_s(speeds, 20) == pytest.approx(20 / 150)  # nearest at or below
+    assert decode_step_s(speeds, 8) == pytest.approx(8 / 50)
+    assert decode_step_s(speeds, 2) == pytest.approx(2 / 50)  # none below: the smallest
+    assert decode_step_s((), 8) is None
 
 
 def test_an_itl_made_by_prefill_chunks_holds_the_cap_and_a_decode_one_halves() -> None:
     limits = BatchLimits(engine_max=32, default_itl_slo_s=0.25)
-    state = initial_state(limits, start=16)
-    prefill = BatchObservation(16, 160, 10, 0.33, 160.0, waiting=20, mean_step_s=0.30)
-    _, d = step(state, prefill, limits)
-    assert d.action == "hold" and d.max_batch == 16 and "prefill makes it" in d.reason
-    decode = BatchObservation(16, 160, 10, 0.33, 160.0 / 3, waiting=20, mean_step_s=0.30)
+    state = initial_state(limits, start=32)
+    # The calm before: pure decode steps at 16 running, 160 tok/s (0.1 s a step).
+    calm = BatchObservation(16, 160, 10, 0.1, 160.0, mean_step_s=0.1)
+    state, d = step(state, calm, limits)
+    assert d.action == "hold" and d.max_batch == 32  # not binding
+    # A burst: every step carries a prompt chunk (no decode speed in the window), 0.3 s.
+    burst = BatchObservation(32, 320, 10, 0.33, None, waiting=20, mean_step_s=0.60)
+    _, d = step(state, burst, limits)
+    assert d.action == "hold" and d.max_batch == 32 and "prefill makes it" in d.reason
+    # The same ITL from decoding alone halves, as Algorithm 1 says.
+    decode = BatchObservation(32, 320, 10, 0.33, 320.0 / 3, waiting=20, mean_step_s=0.30)
     _, d = step(state, decode, limits)
-    assert d.action == "halve" and d.max_batch == 8
+    assert d.action == "halve" and d.max_batch == 16
+    # Nothing remembered yet: halve.
+    _, d = step(initial_state(limits, start=32), burst, limits)
+    assert d.action == "halve"
+    # The memory survives the idle reset.
+    reset = after_idle(replace(state, value=4.0), 60.0, limits)
+    assert reset is not None and reset[0].decode == state.decode == ((16, 160.0),)
