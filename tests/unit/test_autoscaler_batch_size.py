@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 import statistics
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
