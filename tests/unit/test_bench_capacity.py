@@ -19,6 +19,7 @@ from cascade_bench.capacity.stats import (
     ratio,
     split,
     tokens_in,
+    without_prefill,
 )
 
 
@@ -51,6 +52,18 @@ def test_curve_point_rate_over_the_window_not_over_the_requests() -> None:
     assert p.requests_done == 0
     with pytest.raises(ValueError):
         curve_point(1, streams, [], Window(1.0, 1.0))
+
+
+def test_the_decode_speed_leaves_out_the_prefill_of_requests_started_in_the_window() -> None:
+    # Four requests start inside a 10 s window (first token there), one before it.
+    streams = [[(t, 1), (t + 0.5, 1)] for t in (0.5, 2.0, 4.0, 6.0, 8.0)]
+    p = curve_point(2, streams, finished=[], window=Window(1.0, 11.0))
+    assert p.started == 4 and p.tokens == 9
+    # 100-token prompts at 200 tok/s: 2 s of the window went to prefill.
+    d = without_prefill(p, prompt_tokens=100, prefill_tokens_per_s=200.0)
+    assert d.tokens_per_s == pytest.approx(9 / 8) and d.raw_tokens_per_s == pytest.approx(0.9)
+    with pytest.raises(ValueError, match="--max-tokens"):
+        without_prefill(p, prompt_tokens=1000, prefill_tokens_per_s=200.0)  # 20 s of 10
 
 
 def test_curve_point_with_no_itl_sample() -> None:

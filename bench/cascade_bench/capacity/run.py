@@ -5,7 +5,10 @@
    `/v1/generate` for warm-up + window; record tokens/s and per-token ITL. Then the
    prefill speed: `prefill_prompt_tokens`-token prompts with max_tokens 1, one at a
    time, prompt tokens over the median time to first token (the simulator's prefill
-   rate; on a CPU a prefill token costs far less than a decode step's share).
+   rate; on a CPU a prefill token costs far less than a decode step's share). The
+   curve's tokens/s then become decode speeds: the prefill time of the requests that
+   started in each window, at that rate, is taken out of the window
+   (`stats.without_prefill`; `raw_tokens_per_s` keeps the figure before).
 3. Scaling concurrency C: `--concurrency`, or twice the curve's knee (the smallest b
    within 90% of the best throughput), so that C/2 per instance is already near
    saturation and the comparison measures capacity, not batching efficiency. C in
@@ -40,6 +43,7 @@ from cascade_bench.capacity.stats import (
     prefill_point,
     ratio,
     split,
+    without_prefill,
 )
 
 
@@ -85,6 +89,7 @@ def run(cfg: CapacityConfig, say: Callable[[str], None] = print) -> dict[str, An
             curve.append(point)
         prefill = _prefill(cfg, first, [], 0)
         say(f"  prefill {cfg.prefill_prompt_tokens} tokens: {prefill['tokens_per_s']:.0f} tok/s")
+        curve = _decode_only(curve, cfg.prompt_tokens, prefill, say)
         conc = cfg.concurrency or 2 * knee(curve)
         one = asyncio.run(measure(conc, [(first.generate_url, conc)], load))
         say(f"1 instance, {conc} in flight: {one.tokens_per_s:.1f} tok/s; scaling to 2")
@@ -150,4 +155,14 @@ def _at_scale(
     prefill = _prefill(cfg, workers[0], workers[1:], background)
     rate = prefill["tokens_per_s"]
     say(f"  prefill beside {background} in flight on each other one: {rate:.0f} tok/s")
-    return workers, curve, prefill
+    return workers, _decode_only(curve, cfg.prompt_tokens, prefill, say), prefill
+
+
+def _decode_only(
+    curve: list[CurvePoint], prompt_tokens: int, prefill: dict[str, Any], say: Callable[[str], None]
+) -> list[CurvePoint]:
+    """The curve as decode speeds (`stats.without_prefill`), at the measured prefill rate."""
+    out = [without_prefill(p, prompt_tokens, prefill["tokens_per_s"]) for p in curve]
+    speeds = ", ".join(f"{p.batch}: {p.tokens_per_s:.0f}" for p in out)
+    say(f"  decode tok/s without the replacements' prefill: {speeds}")
+    return out

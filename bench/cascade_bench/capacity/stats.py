@@ -10,6 +10,15 @@ Only what arrives inside the measurement window `[start, end)` counts, so the wa
 and requests cut at the window's end, neither inflate nor dilute the rate: tokens/s is
 tokens that arrived in the window over its length. An ITL sample belongs to the window
 its ending chunk arrived in.
+
+The closed loop replaces each finished request by a new one, whose prompt is prefilled
+in the same window, so tokens over the window's length is the batch's decode speed only
+while prompts are short. The profile's curve is the decode speed alone (the simulator
+charges prefill on its own, prompt tokens over the prefill rate): `without_prefill`
+takes out of the window the prefill time of the requests that started in it, at the
+prefill rate measured on the same instance. With 180-token prompts and 64-token
+outputs that share is about a fifth of the window at batch 16; with 16-token prompts
+a few per cent.
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ class CurvePoint:
     tokens: int  # generated tokens that arrived in the window
     requests_done: int  # streams that finished inside the window
     window_s: float
+    started: int = 0  # streams whose first token arrived in the window: prefilled in it
+    raw_tokens_per_s: float | None = None  # before `without_prefill` (None: not applied)
 
 
 def itl_samples(stream: Sequence[Chunk], window: Window) -> list[float]:
@@ -75,6 +86,7 @@ def curve_point(
         raise ValueError("the measurement window must have a positive length")
     itls = [x for s in streams for x in itl_samples(s, window)]
     tokens = sum(tokens_in(s, window) for s in streams)
+    started = sum(1 for s in streams if s and window.holds(s[0][0]))
     return CurvePoint(
         batch=batch,
         tokens_per_s=tokens / window.seconds,
@@ -84,7 +96,25 @@ def curve_point(
         tokens=tokens,
         requests_done=sum(1 for t in finished if window.holds(t)),
         window_s=window.seconds,
+        started=started,
     )
+
+
+def without_prefill(
+    point: CurvePoint, prompt_tokens: int, prefill_tokens_per_s: float
+) -> CurvePoint:
+    """The point's decode speed: its tokens over the window less the prefill time of the
+    requests that started in it (see the module docstring)."""
+    if prefill_tokens_per_s <= 0:
+        raise ValueError("the prefill rate must be positive")
+    prefill_s = point.started * prompt_tokens / prefill_tokens_per_s
+    decode_s = point.window_s - prefill_s
+    if decode_s < 0.5 * point.window_s:
+        raise ValueError(
+            f"batch {point.batch}: prefill took {prefill_s:.1f} s of the {point.window_s:g} s "
+            "window; decode speed cannot be told apart: use longer outputs (--max-tokens)"
+        )
+    return replace(point, tokens_per_s=point.tokens / decode_s, raw_tokens_per_s=point.tokens_per_s)
 
 
 def per_instance(total: CurvePoint, instances: int) -> CurvePoint:
