@@ -161,8 +161,16 @@ def _at_scale(
 def _decode_only(
     curve: list[CurvePoint], prompt_tokens: int, prefill: dict[str, Any], say: Callable[[str], None]
 ) -> list[CurvePoint]:
-    """The curve as decode speeds (`stats.without_prefill`), at the measured prefill rate."""
-    out = [without_prefill(p, prompt_tokens, prefill["tokens_per_s"]) for p in curve]
+    """The curve as decode speeds (`stats.without_prefill`), at the measured prefill rate.
+    A point whose window went mostly to prefill is left out (said), not the whole run."""
+    out = []
+    for p in curve:
+        try:
+            out.append(without_prefill(p, prompt_tokens, prefill["tokens_per_s"]))
+        except ValueError as exc:
+            say(f"  left out of the profile: {exc}")
+    if not out:
+        raise ValueError("no batch size left a decode speed to measure: use --max-tokens")
     speeds = ", ".join(f"{p.batch}: {p.tokens_per_s:.0f}" for p in out)
     say(f"  decode tok/s without the replacements' prefill: {speeds}")
     return out
