@@ -221,6 +221,14 @@ def test_a_given_rate_scale_wins_and_one_leaves_the_trace_alone(tmp_path: Path) 
         workload.build(path, Scaling(start_s=500), workload.RateChoice(3), PROFILE, None, 8)
 
 
+def test_the_profile_is_measured_at_the_windows_mean_prompt(tmp_path: Path) -> None:
+    path = _trace(tmp_path)  # 1000 context tokens x 0.1, clamped to 512: 100
+    assert workload.mean_prompt_tokens(path, Scaling()) == 100
+    assert workload.mean_prompt_tokens(path, Scaling(context_scale=1.0)) == 512
+    with pytest.raises(ValueError, match="no request"):
+        workload.mean_prompt_tokens(path, Scaling(start_s=500))
+
+
 def test_copies_get_their_own_index() -> None:
     p = Planned(7, 1.0, 10, 5, INTERACTIVE, 100, 5)
     arrivals = workload.to_arrivals([p])

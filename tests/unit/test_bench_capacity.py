@@ -66,6 +66,20 @@ def test_the_decode_speed_leaves_out_the_prefill_of_requests_started_in_the_wind
         without_prefill(p, prompt_tokens=1000, prefill_tokens_per_s=200.0)  # 20 s of 10
 
 
+def test_a_point_mostly_prefill_is_left_out_of_the_profile_not_the_run() -> None:
+    from cascade_bench.capacity.run import _decode_only
+
+    def point(batch: int, started: int) -> CurvePoint:
+        return CurvePoint(batch, 10.0, None, None, None, 100, 0, 10.0, started=started)
+
+    said: list[str] = []
+    out = _decode_only([point(1, 2), point(64, 40)], 100, {"tokens_per_s": 200.0}, said.append)
+    assert [p.batch for p in out] == [1] and out[0].tokens_per_s == pytest.approx(100 / 9)
+    assert any("left out of the profile: batch 64" in line for line in said)
+    with pytest.raises(ValueError, match="no batch size"):
+        _decode_only([point(64, 40)], 100, {"tokens_per_s": 200.0}, said.append)
+
+
 def test_curve_point_with_no_itl_sample() -> None:
     p = curve_point(1, [[(0.5, 1)]], [], Window(0.0, 1.0))
     assert (p.tokens, p.itl_p50_s, p.itl_mean_s) == (1, None, None)

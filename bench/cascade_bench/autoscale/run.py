@@ -70,12 +70,14 @@ def _profile(cfg: AutoscaleConfig, kubeconfig: Path, say: Say) -> CapacityProfil
         from cascade_bench.capacity.run import run as measure
 
         uri = str(cfg.base_spec["model"]["uri"])
-        say(f"no profile at {cfg.profile}: measuring one (cascade bench capacity)")
+        prompt = workload.mean_prompt_tokens(cfg.trace, cfg.scaling)
+        say(f"no profile at {cfg.profile}: measuring one at {prompt}-token prompts")
         doc = measure(
             CapacityConfig(
                 model_path=Path(uri.removeprefix("file://")),
                 kubeconfig=kubeconfig,
                 batches=(1, 2, 4, 8, 16, 32, 64),
+                prompt_tokens=prompt,
                 warmup_s=3.0,
                 duration_s=10.0,
             ),
