@@ -206,9 +206,11 @@ def step(
     value = state.value
     action: Action = "hold"
     tbp_loss = tbp is not None and margin is not None and tbp > 1 + margin
-    decode_s = decode_step_s(state.decode, obs.running)
-    half = halving_outlook(obs.itl_s, tightest_slo(obs, limits), decode_s, obs.mean_step_s)
-    if lbp >= 1 and not tbp_loss and not half.helps:
+    half = None  # what half the batch would do: asked only of an ITL over its SLO
+    if lbp >= 1:
+        decode_s = decode_step_s(state.decode, obs.running)
+        half = halving_outlook(obs.itl_s, tightest_slo(obs, limits), decode_s, obs.mean_step_s)
+    if half is not None and not tbp_loss and not half.helps:
         assert half.decode_share is not None and half.itl_at_half_s is not None
         reason = (
             f"ITL over SLO but prefill makes it: at half the batch ITL would still be "

@@ -2,14 +2,16 @@
 
 A step of the engine's chunked prefill carries the running decodes and up to
 maxPrefillTokensPerStep prompt tokens of newly admitted requests, and every decoding
-request waits the whole step for its token. Under a stream of arrivals with long prompts
-and short outputs the prompt chunk is most of a step: measured on the dev cluster
-(0.2 core, prompts of ~180 tokens, 26 output tokens) the steps of a burst took 0.2-0.3 s
-at a cap of 32 of which the batch's own decode was a third. Halving the cap then halves
-the decode part only: ITL barely moves, while the requests finished per second fall with
-the cap (a request needs its 26 steps whatever the cap), the gateway's queue grows and
-time to first token is lost instead (a cap halved to 3-12 through a burst, 120-199
-requests waiting: `cascade bench autoscale` run 13).
+request waits the whole step for its token. Where prompts are long and outputs short,
+the chunk can be most of a step; halving the cap then halves the decode part only: ITL
+barely moves, while the requests finished per second fall with the cap (a request needs
+its output's steps whatever the cap), the gateway's queue grows and time to first token
+is lost instead (`cascade bench autoscale` run 13: caps halved to 3-12 through a burst
+while 120-199 requests waited). Measured there (tiny-llama, one thread, the trace's
+~180-token prompts): a step with a 125-token chunk took 32.9 ms of CPU beside ~10
+running, a pure decode step of 4-8 running 15.6-16.6 ms, so decode was about half a
+step and the rule below still halves; the 0.2-core quota's lumps, which a CPU-time share
+cannot see, drove those halvings (bench/README, session 10).
 
 So before halving for latency, Algorithm 1 asks what half the batch would give:
 
@@ -17,8 +19,8 @@ So before halving for latency, Algorithm 1 asks what half the batch would give:
     ITL at half the batch ~= ITL · (1 - f / 2)
 
 both times the engine's compute time, so the share holds under a CPU quota that
-stretches every step alike. In a burst every step carries a prompt chunk, so the window
-itself has no pure decode step: the decode speed is remembered from the last windows
+stretches every step alike. In a burst most steps may carry a prompt chunk, so the
+window may have no pure decode step: the decode speed is remembered from the last windows
 that had some (`DecodeSpeeds`, by batch size in powers of two, as the capacity curve),
 and the step at `running` is read at the nearest batch measured at or below it (a
 smaller batch decodes fewer tokens per second: the share comes out high, toward the

@@ -27,7 +27,3 @@ LATE_MARGIN_FRACTION = 0.1  # of the class's TTFT SLO: the time a placed request
 def late_at(arrived: float, ttft_slo_s: float) -> float:
     """When a request that arrived at `arrived` stops being on time."""
     return arrived + ttft_slo_s * (1 - LATE_MARGIN_FRACTION)
-
-
-def is_late(arrived: float, ttft_slo_s: float, now: float) -> bool:
-    return now >= late_at(arrived, ttft_slo_s)
