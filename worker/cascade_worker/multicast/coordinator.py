@@ -12,7 +12,11 @@ microseconds on a LAN); connection set-up is entirely before it.
 End: each node reports `done` (with the blocks it is missing) when its own transfer
 ends, but keeps serving, because peers downstream may still pull from it. When every
 participant has reported (a node whose control channel drops counts as finished), or the
-deadline passes, the leader sends `shutdown` and everyone exits.
+deadline passes, the leader sends `shutdown` and everyone exits. The leader closes only
+once every `shutdown` has left (bounded by `SHUTDOWN_FLUSH_S`): a source on a quota'd
+node is busy serving, its control handlers can wait out CPU periods, and a channel closed
+under an unsent `shutdown` reads to the receiver as a dead leader, which then lingers
+(`NodeOptions.linger_s`, 10 s) before it reports, so it served 10 s late in a burst.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from cascade_worker.transport.frames import FrameError
 
 log = logging.getLogger(__name__)
 
+SHUTDOWN_FLUSH_S = 5.0  # the longest the leader waits for its `shutdown` frames to leave
+
 
 class Coordinator:
     def __init__(self, me: str, participants: Iterable[str], store: Callable[[], BlockStore]):
@@ -42,6 +48,8 @@ class Coordinator:
         self.finished = asyncio.Event()
         self._all_ready = asyncio.Event()
         self._all_done = asyncio.Event()
+        self._told: set[str] = set()  # conversations that ended (after `shutdown`, or not)
+        self._all_told = asyncio.Event()
         self.t0 = 0.0
         self._check()
 
@@ -50,6 +58,8 @@ class Coordinator:
             self._all_ready.set()
         if self.expected <= set(self.done):
             self._all_done.set()
+        if self.finished.is_set() and set(self.done) <= self._told:
+            self._all_told.set()
 
     async def converse(self, ep: Endpoint[FrameT], hello: Hello) -> None:
         """One node's control conversation (a transport connection handler)."""
@@ -82,7 +92,8 @@ class Coordinator:
             if node not in self.done:
                 log.warning("leader: %s left before reporting done", node)
                 self.done[node] = None
-                self._check()
+            self._told.add(node)
+            self._check()
 
     async def start_when_ready(self, timeout_s: float) -> float:
         """Wait for every participant (bounded), then start; returns time zero (monotonic)."""
@@ -102,4 +113,9 @@ class Coordinator:
         except TimeoutError:
             log.error("leader: no report from %s", sorted(self.expected - set(self.done)))
         self.finished.set()
-        await asyncio.sleep(0.05)  # let the control handlers flush `shutdown`
+        self._check()
+        try:
+            await asyncio.wait_for(self._all_told.wait(), SHUTDOWN_FLUSH_S)
+        except TimeoutError:
+            log.warning("leader: shutdown not sent to %s", sorted(set(self.done) - self._told))
+        await asyncio.sleep(0.05)  # sent is not yet received: let the frames cross
