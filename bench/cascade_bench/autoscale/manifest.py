@@ -32,17 +32,19 @@ RUNS = ("cascade", "fixed_max", "kpa", "fixed_min")
 # bounds for 6 instances at 0.2 core, SLOs the 0.2-core tiny-llama can meet at a
 # moderate batch, a prefill chunk of 128 tokens (~0.1 s at 0.2 core: a step that carries
 # one stays well under the 250 ms ITL SLO; 256 put it at ~0.23 s, on the SLO's edge),
-# scale-up to maxReplicas at once (as the KPA's panic mode), and Θ 0.2 with a 10 s
-# scale-down window: chosen with `cascade simulate` on this window (bench/README.md).
+# scale-up to maxReplicas at once (as the KPA's panic mode), max batch 16 (the knee of
+# the profile at the trace's 180-token contexts: 181 tok/s at 8, 190 at 16, 179 at 32),
+# and Θ 0.25 with a 10 s scale-down window: chosen with `cascade simulate` on this
+# window and that profile (bench/README.md, session 11).
 BASE_SPEC: dict[str, Any] = {
     "model": {"uri": "file:///var/lib/cascade/models/tiny-llama", "servedName": "chat"},
     "replicas": 2,
     "instance": {"gpus": 8},
-    "engine": {"maxBatchSize": 32, "maxPrefillTokensPerStep": 128, "adaptiveBatch": True},
+    "engine": {"maxBatchSize": 16, "maxPrefillTokensPerStep": 128, "adaptiveBatch": True},
     "scaling": {
         "minReplicas": 1,
         "maxReplicas": 6,
-        "interactiveBackpressure": {"target": 0.2},
+        "interactiveBackpressure": {"target": 0.25},
         "behavior": {
             "scaleUp": {
                 "stabilizationWindowSeconds": 0,
