@@ -175,7 +175,7 @@ def test_manifest_needs_max_replicas_and_valid_bounds() -> None:
         manifest.bounds(spec)
     assert manifest.bounds(manifest.BASE_SPEC) == (1, 6)
     dep = manifest.deployment(manifest.run_spec(manifest.BASE_SPEC, "cascade"))
-    assert dep.max_replicas == 6 and dep.engine_max_batch == 32
+    assert dep.max_replicas == 6 and dep.engine_max_batch == 16
     assert dep.slos["interactive"].ttft_s == 5.0
 
 

@@ -170,7 +170,7 @@ def test_document_table_and_png_come_from_the_runs(tmp_path: Path) -> None:
         assert {"instance_seconds", "errors", "rejected", "ttft_p99_s"} <= set(run)
         assert 0 <= run["slo_attainment"]["interactive"] <= 1
     assert doc["choices"]["slo"]["interactive"] == {"ttft_s": 5.0, "itl_s": 0.25}
-    assert doc["choices"]["kpa"]["target"] == pytest.approx(0.7 * 32)
+    assert doc["choices"]["kpa"]["target"] == pytest.approx(0.7 * 16)
     assert set(doc["simulate"]["error"]) == set(manifest.RUNS)
     text = report.table(doc)
     assert "sim cascade" in text and "fixed_min" in text
