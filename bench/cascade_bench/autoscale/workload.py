@@ -48,12 +48,19 @@ class Load:
     doc: dict[str, Any]  # every choice between the trace and the load
 
 
+def window(trace_path: Path, scaling: Scaling) -> tuple[Trace, list[Planned]]:
+    """The trace and the requests its chosen window sends (an empty window is an error)."""
+    trace = load_trace(trace_path)
+    plan = schedule(trace, scaling)
+    if not plan:
+        raise ValueError(f"{trace_path}: no request in the chosen window")
+    return trace, plan
+
+
 def mean_prompt_tokens(trace_path: Path, scaling: Scaling) -> int:
     """The mean prompt length the window sends: the context a profile must be measured at
     (decode attends over it; tiny-llama decodes ~2-3x slower at 180 tokens than at 16)."""
-    plan = schedule(load_trace(trace_path), scaling)
-    if not plan:
-        raise ValueError(f"{trace_path}: no request in the chosen window")
+    _, plan = window(trace_path, scaling)
     return max(1, round(sum(p.prompt_tokens for p in plan) / len(plan)))
 
 
@@ -98,10 +105,7 @@ def build(
     max_batch: int,
 ) -> Load:
     """The scaled load and its description."""
-    trace: Trace = load_trace(trace_path)
-    plan = schedule(trace, scaling)
-    if not plan:
-        raise ValueError(f"{trace_path}: no request in the chosen window")
+    trace, plan = window(trace_path, scaling)
     prefill = profile.prefill_tokens_per_s
     batch = demand_batch(profile, itl_s, max_batch)
     base = to_arrivals(plan)

@@ -48,8 +48,8 @@ class Coordinator:
         self.finished = asyncio.Event()
         self._all_ready = asyncio.Event()
         self._all_done = asyncio.Event()
-        self._told: set[str] = set()  # conversations that ended (after `shutdown`, or not)
-        self._all_told = asyncio.Event()
+        self._ended: set[str] = set()  # conversations over (after `shutdown`, or cut short)
+        self._all_ended = asyncio.Event()
         self.t0 = 0.0
         self._check()
 
@@ -58,8 +58,8 @@ class Coordinator:
             self._all_ready.set()
         if self.expected <= set(self.done):
             self._all_done.set()
-        if self.finished.is_set() and set(self.done) <= self._told:
-            self._all_told.set()
+        if self.finished.is_set() and set(self.done) <= self._ended:
+            self._all_ended.set()
 
     async def converse(self, ep: Endpoint[FrameT], hello: Hello) -> None:
         """One node's control conversation (a transport connection handler)."""
@@ -92,7 +92,7 @@ class Coordinator:
             if node not in self.done:
                 log.warning("leader: %s left before reporting done", node)
                 self.done[node] = None
-            self._told.add(node)
+            self._ended.add(node)
             self._check()
 
     async def start_when_ready(self, timeout_s: float) -> float:
@@ -115,7 +115,7 @@ class Coordinator:
         self.finished.set()
         self._check()
         try:
-            await asyncio.wait_for(self._all_told.wait(), SHUTDOWN_FLUSH_S)
+            await asyncio.wait_for(self._all_ended.wait(), SHUTDOWN_FLUSH_S)
         except TimeoutError:
-            log.warning("leader: shutdown not sent to %s", sorted(set(self.done) - self._told))
+            log.warning("leader: shutdown not sent to %s", sorted(set(self.done) - self._ended))
         await asyncio.sleep(0.05)  # sent is not yet received: let the frames cross
