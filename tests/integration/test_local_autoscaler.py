@@ -13,10 +13,12 @@ the SLO: the autoscaler's own window ITL (p50), and the clients' (p50, within 10
 The SLO comes from the worker's window ITL measured on this 2-core machine with the same
 model, flags and N closed-loop clients (adaptive batch on with a 10 s SLO, so the cap
 stayed at 32): batch 1: 14 ms, 4: 34 ms, 8: 42 ms, 12: 51 ms, 16: 60 ms, 32: 75-100 ms.
-60 ms is broken by ~1.4x at the engine's max batch and met from about 12 down, far
-above batch 1: the cap has room to settle without being pinned at 1. A much faster
-machine may meet it at batch 32 already: set CASCADE_TEST_ITL_SLO_MS lower there (the
-test says so when that happens).
+60 ms was broken by ~1.4x at the engine's max batch then; on 2026-11-25 the same
+machine ran batch 32 at 57-68 ms and the precondition failed at 60 (first window 57.7
+ms), so the default is 50 ms (passed three times that day, the cap settling at 12 with a
+window ITL of ~38 ms), still far above batch 1: the cap has room to settle without being
+pinned at 1. A much faster machine may meet it at batch 32 already: set
+CASCADE_TEST_ITL_SLO_MS lower there (the test says so when that happens).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 BIN = Path(sys.executable).parent
 MAX_BATCH = 32
-SLO_MS = float(os.environ.get("CASCADE_TEST_ITL_SLO_MS", "60"))
+SLO_MS = float(os.environ.get("CASCADE_TEST_ITL_SLO_MS", "50"))
 CLIENTS = 40
 MAX_TOKENS = 32
 RUN_S = 30.0
