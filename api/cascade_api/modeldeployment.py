@@ -189,8 +189,11 @@ class ModelDeploymentSpec(ApiModel):
     )
     live_scaling: Toggle = Field(
         default_factory=Toggle,
-        description="Serve from partially loaded instances. Accepted; not yet acted on: a new "
-        "instance serves only once it holds every block.",
+        description="Serve from partially loaded instances: during a scale-up the targets "
+        "form the ScalePlan's executionPipelines as soon as their blocks cover the model, and "
+        "each target serves alone the moment it holds every block (off: they serve when the "
+        "operator next tells them to). Cooperative execution with an overloaded source is "
+        "not yet acted on.",
     )
     host_copies: int = Field(
         default=1,

@@ -112,8 +112,9 @@ class ScalePlanSpec(ApiModel):
     )
     execution_pipelines: list[ExecutionPipeline] = Field(
         default_factory=list,
-        description="Receivers that could serve together while loading, as predicted. "
-        "Not yet acted on: no pipeline forms during a scale-up.",
+        description="Receivers that serve together while loading: with the deployment's "
+        "liveScaling on, each forms (head and stages) once its members hold their layers, and "
+        "dissolves as they complete. ready_seconds is the planner's prediction.",
     )
     predicted_completion_seconds: float | None = Field(
         default=None,

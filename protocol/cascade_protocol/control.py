@@ -33,6 +33,9 @@ class TransferRequest(Body):
 
     plan: ScalePlanSpec
     peers: dict[str, str]  # pod -> "host:port" of its data (UCX) listener, every participant
+    # The deployment's spec.liveScaling: a target serves while its weights arrive (the
+    # plan's executionPipelines it belongs to) and on its own once it holds them all.
+    live: bool = False
 
     @field_serializer("plan")
     def _plan_as_in_the_api(self, plan: ScalePlanSpec) -> dict[str, Any]:

@@ -49,6 +49,16 @@ class EnginePhase(StrEnum):
         return self in (EnginePhase.STARTING, EnginePhase.SERVING)
 
 
+class ServingMode(StrEnum):
+    """How an instance takes part in serving now (status.instances[].mode)."""
+
+    IDLE = "idle"  # serves nothing and receives nothing
+    LOADING = "loading"  # receives weights, serves nothing yet
+    STAGE = "stage"  # runs some layers for another worker's pipeline, takes no requests
+    HEAD = "head"  # takes requests, runs the first layers, the rest on pipeline stages
+    LOCAL = "local"  # takes requests and runs every layer itself (maybe a stage as well)
+
+
 class TransferRole(StrEnum):
     SOURCE = "source"  # sent blocks it held
     TARGET = "target"  # received blocks
@@ -84,6 +94,10 @@ class PipelineInfo(Report):
 
     stages: list[str]  # "host:port" of each stage, in layer order
     local_layers: tuple[int, int]  # the half-open layer range run on this worker
+    # Live scale-ups (wall-clock seconds): when the members' blocks covered the model
+    # (the last one to hold its layers), and when this head took its first request.
+    covered_at: float | None = None
+    serving_at: float | None = None
 
 
 class StageInfo(Report):
@@ -91,6 +105,7 @@ class StageInfo(Report):
 
     layers: tuple[int, int]
     address: str | None = None  # "host:port" it listens on; None while starting
+    covered_at: float | None = None  # live scale-ups: wall time its layers' blocks were held
 
 
 class WorkerStatus(Report):
@@ -120,6 +135,7 @@ class WorkerStatus(Report):
     layers: tuple[int, int] | None = None  # what the engine runs (all of it for a head)
     pipeline: PipelineInfo | None = None  # set while the engine heads a pipeline
     stage: StageInfo | None = None  # set while serving as a pipeline stage
+    mode: ServingMode = ServingMode.IDLE
 
     @property
     def holds_model(self) -> bool:

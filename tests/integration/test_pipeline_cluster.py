@@ -82,7 +82,11 @@ def test_three_process_pipeline_returns_one_process_tokens(cluster: Namespace) -
     addresses = []
     for url, ip, layers in zip(stages, ips[1:], ([1, 3], [3, 4]), strict=True):
         doc = until("stage listening", url, lambda d: bool((d["stage"] or {}).get("address")))
-        assert doc["stage"] == {"layers": layers, "address": f"{ip}:{PIPELINE_PORT}"}
+        assert doc["stage"] == {
+            "layers": layers,
+            "address": f"{ip}:{PIPELINE_PORT}",
+            "coveredAt": None,
+        }
         addresses.append(doc["stage"]["address"])
 
     post(head, "/v1/control/drain")
@@ -91,7 +95,12 @@ def test_three_process_pipeline_returns_one_process_tokens(cluster: Namespace) -
     doc = until("head serving", head, lambda d: d["engine"] in ("serving", "failed"))
     assert doc["engine"] == "serving", doc
     assert doc["layers"] == [0, 4]
-    assert doc["pipeline"] == {"stages": addresses, "localLayers": [0, 1]}
+    assert doc["pipeline"] == {
+        "stages": addresses,
+        "localLayers": [0, 1],
+        "coveredAt": None,
+        "servingAt": None,
+    }
 
     piped = greedy(head)
     print(f"one process: {expected}\n3-process pipeline: {piped}")

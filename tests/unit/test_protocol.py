@@ -47,7 +47,12 @@ def test_status_speaks_camel_case_like_the_control_bodies() -> None:
     assert {"modelUri", "dataPort", "modelDigest", "blocksLoaded", "blocksTotal"} <= set(doc)
     assert {"bytesReceived", "lastTransfer", "engineError", "maxBatch", "maxModelLen"} <= set(doc)
     assert doc["lastTransfer"]["completeS"] == 1.5 and doc["lastTransfer"]["role"] == "target"
-    assert doc["pipeline"] == {"stages": ["10.0.0.2:18516"], "localLayers": [0, 2]}
+    assert doc["pipeline"] == {
+        "stages": ["10.0.0.2:18516"],
+        "localLayers": [0, 2],
+        "coveredAt": None,
+        "servingAt": None,
+    }
     assert doc["phase"] == "ready" and doc["engine"] == "serving" and doc["layers"] == [0, 4]
     assert WorkerStatus.model_validate_json(json.dumps(doc)) == receiving()
 
@@ -89,7 +94,7 @@ def test_transfer_order_carries_the_plan_as_the_api_holds_it() -> None:
     )
     req = TransferRequest(plan=spec, peers={"m-w-0": "10.0.0.1:18515"})
     doc = req.model_dump(mode="json", by_alias=True, exclude_none=True)
-    assert doc == {"plan": spec.to_api(), "peers": {"m-w-0": "10.0.0.1:18515"}}
+    assert doc == {"plan": spec.to_api(), "peers": {"m-w-0": "10.0.0.1:18515"}, "live": False}
     assert "reason" not in doc["plan"]  # an empty string the 1.20 API server would refuse
     assert TransferRequest.model_validate(doc) == req
 

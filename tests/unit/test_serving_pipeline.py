@@ -190,7 +190,12 @@ def test_three_worker_pipeline_matches_one_worker_and_switches_to_local(model_di
             assert doc["role"] == "head"
             doc = await w0.engine("serving")
             assert doc["layers"] == [0, 4]
-            assert doc["pipeline"] == {"stages": stages, "localLayers": [0, 1]}
+            assert doc["pipeline"] == {
+                "stages": stages,
+                "localLayers": [0, 1],
+                "coveredAt": None,
+                "servingAt": None,
+            }
             assert (await w0.call("GET", "/v1/load"))[1]["ready"] is True
             assert await w0.greedy() == expected
             assert w1.serving.stage is not None and w1.serving.stage.server is not None
@@ -272,17 +277,17 @@ def test_pipeline_routes_refuse_what_does_not_fit(model_dir: Path) -> None:
             await w.refused(serve, {"layers": [1, 2], "stages": ["127.0.0.1:1"]}, 400, "layers")
             await w.refused(serve, {"layers": [0, 2], "stages": ["nohost"]}, 400, "stages.0")
 
-            # An engine and a stage exclude each other.
+            # One stage at a time, one engine at a time, but an engine beside a stage
+            # (cooperative execution: an instance serves and runs another's layers).
             await w.stage([1, 3])
             await w.refused(stage, {"layers": [2, 4]}, 409, "pipeline stage [1, 3]")
-            await w.refused(serve, {}, 409, "drain it first")
-            await w.ok("/v1/control/drain")
-            await w.until("stage stopped", lambda d: d["stage"] is None)
             await w.ok(serve)
-            await w.engine("serving")
-            await w.refused(stage, {"layers": [1, 3]}, 409, "an engine serves")
+            doc = await w.engine("serving")
+            assert doc["mode"] == "local" and doc["stage"]["layers"] == [1, 3]
+            await w.refused(serve, {}, 409, "an engine serves already")
             await w.ok("/v1/control/drain")
-            await w.engine("off")
+            doc = await w.engine("off")
+            assert doc["stage"] is None and doc["mode"] == "idle"
 
             # Blocks it does not hold are named.
             w.hold(partial(store, [0, 3]))

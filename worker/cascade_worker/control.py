@@ -29,9 +29,19 @@ from cascade_worker.control_state import WorkerState
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore
+    from cascade_worker.multicast.result import NodeResult
     from cascade_worker.multicast.runner import MulticastNode, NodeOptions
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class NodeHooks:
+    """What a transfer's node tells the layer above (serving, for live scaling): the
+    layer ranges that became runnable, and the node's own result, as they happen."""
+
+    on_layers_ready: Callable[[int, int], None] | None = None
+    on_result: Callable[[NodeResult], None] | None = None
 
 
 @dataclass
@@ -41,6 +51,9 @@ class Control:
     state: WorkerState = field(default_factory=WorkerState)
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     received: Counter | None = None
+    # Set by the serving layer: the hooks a transfer's node gets (live scaling); the
+    # control layer itself knows nothing of serving.
+    transfer_hooks: Callable[[TransferRequest], NodeHooks] | None = None
 
     def spawn(self, job: Awaitable[Any]) -> None:
         task: asyncio.Task[Any] = asyncio.ensure_future(job)
@@ -175,9 +188,11 @@ async def _run_transfer(ctl: Control, req: TransferRequest, store: BlockStore | 
     error: str | None = None
     try:
         node_class = await asyncio.to_thread(import_transfer_path)
+        hooks = ctl.transfer_hooks(req) if ctl.transfer_hooks is not None else NodeHooks()
         node = node_class(
             req.plan, me, store, host=ctl.config.host, port=ctl.config.data_port,
-            options=ctl.options,
+            options=ctl.options, on_result=hooks.on_result,
+            on_layers_ready=hooks.on_layers_ready,
         )  # fmt: skip
         state.node = node
         result = await node.run(dict(req.peers))

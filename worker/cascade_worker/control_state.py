@@ -42,9 +42,14 @@ class WorkerState:
         self.error = None
 
     def begin_serving(self) -> BlockStore:
-        """The complete store an engine may serve from; 409 while a job may replace it."""
-        sending = self.node is not None and self.node.role.is_source
-        if self.job is not None and not sending:
+        """The complete store an engine may serve from; 409 while a job may replace it.
+        A transfer that only reads the store (sending, or relaying once it holds every
+        block) does not stop an engine: the store it fills is the one kept after it."""
+        node = self.node
+        if node is not None and node.store is not None and node.store.complete():
+            self.serving = True
+            return node.store
+        if self.job is not None:
             raise RequestError(409, f"worker is busy ({self.job}); serve when it is done")
         store = self.held_model()
         self.serving = True

@@ -37,9 +37,10 @@ class TransferOrder:
     # pod -> "ip:port" of every participant's data (UCX) listener: the worker connects to
     # its upstream and downstream peers by these, it never resolves pod names.
     peers: Mapping[str, str] = field(default_factory=dict)
+    live: bool = False  # the deployment's spec.liveScaling.enabled
 
     def body(self) -> dict[str, Any]:
-        return wire(TransferRequest(plan=self.spec, peers=dict(self.peers)))
+        return wire(TransferRequest(plan=self.spec, peers=dict(self.peers), live=self.live))
 
 
 @dataclass(frozen=True)
@@ -73,14 +74,15 @@ def addressable(w: WorkerView | None) -> bool:
 
 
 def transfer_orders(
-    name: str, spec: ScalePlanSpec, workers: Mapping[str, WorkerView]
+    name: str, spec: ScalePlanSpec, workers: Mapping[str, WorkerView], *, live: bool = False
 ) -> list[TransferOrder] | None:
     """One order per participant, sources first (the first source leads the start);
-    None when a participant cannot be reached, so nothing is half-dispatched."""
+    None when a participant cannot be reached, so nothing is half-dispatched. `live`:
+    the targets serve while the weights arrive (worker: serving/live.py)."""
     pods = [s.pod for s in spec.sources] + list(spec.targets)
     found = [workers.get(p) for p in pods]
     if not all(addressable(w) for w in found):
         return None
     ready = [w for w in found if w is not None]
     peers = {w.name: w.data_address() for w in ready}
-    return [TransferOrder(name, w.name, w.control_address(), spec, peers) for w in ready]
+    return [TransferOrder(name, w.name, w.control_address(), spec, peers, live) for w in ready]

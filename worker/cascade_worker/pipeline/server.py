@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,6 +99,9 @@ class StageServer:
         self._threads = ThreadPoolExecutor(1, thread_name_prefix="stage-forward")
         self._session: _Session | None = None
         self.steps_done = 0
+        # Called when a head's session ends (it detached, or its pipeline broke): a live
+        # scale-up's stage has then done its part (serving/live.py).
+        self.on_session_end: Callable[[], None] | None = None
 
     @property
     def address(self) -> str:
@@ -198,6 +202,8 @@ class StageServer:
         if session.attach.downstream is not None:
             self._pool.evict(session.attach.downstream)
         log.info("%s: session %s ended", self.name, session.attach.session)
+        if self.on_session_end is not None:
+            self.on_session_end()
 
     async def _feed(self, ep: Ep, feed: Feed) -> None:
         session = self._session

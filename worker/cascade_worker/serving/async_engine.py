@@ -213,6 +213,14 @@ class AsyncEngine:
         self.draining = True
         return await drain_requests(self._requests, timeout_s)
 
+    def hand_back(self, keep: int, why: str) -> int:
+        """Hand back (MIGRATE) all but `keep` in-flight requests, those with the fewest
+        tokens generated here first (least to recompute where the gateway resumes them)."""
+        streams = sorted(self._requests.streams(), key=lambda s: s.tokens_here)
+        going = [s.request_id for s in streams[: max(0, len(streams) - keep)]]
+        self._requests.migrate(going, why)
+        return len(going)
+
     async def stop(self) -> None:
         """End the engine thread (after its current step); unfinished requests ABORT."""
         self.draining = True

@@ -31,6 +31,7 @@ from cascade_worker.control import CONTROL_KEY, Control, claim_load, json_errors
 from cascade_worker.control_errors import RequestError, parse_body
 from cascade_worker.serving.api import SERVING_KEY, add_inference_routes
 from cascade_worker.serving.factory import EngineFactory, default_engine_factory
+from cascade_worker.serving.live import live_hooks
 from cascade_worker.serving.metrics import ServingMetrics
 from cascade_worker.serving.pipeline_routes import add_pipeline_routes, serve_head
 from cascade_worker.serving.service import Serving
@@ -119,6 +120,7 @@ def add_serving(
     app.router.add_post("/v1/control/serve", json_errors(_serve))
     app.router.add_post("/v1/control/drain", json_errors(_drain))
     add_pipeline_routes(app)
+    ctl.transfer_hooks = live_hooks(serving, ctl.spawn)
     app.on_startup.append(_on_startup)
     app.on_shutdown.append(_on_shutdown)
     return serving

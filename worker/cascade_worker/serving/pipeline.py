@@ -53,10 +53,11 @@ class StageRole:
 
     layers: tuple[int, int]
     server: StageServer | None = None
+    covered_at: float | None = None  # live scale-ups: when its layers' blocks were held
 
     def describe(self) -> StageInfo:
         address = self.server.address if self.server is not None else None
-        return StageInfo(layers=self.layers, address=address)
+        return StageInfo(layers=self.layers, address=address, covered_at=self.covered_at)
 
 
 async def start_stage_server(
@@ -87,6 +88,8 @@ class HeadRole:
     local_layers: tuple[int, int]  # [0, a): what the head computes itself
     switching: bool = False  # a switch to local execution is under way
     left: bool = False  # closed by this worker (drain, switch): not a failure
+    covered_at: float | None = None  # live scale-ups: see PipelineInfo
+    serving_at: float | None = None
 
     def broken(self) -> str | None:
         """Why the pipeline cannot run (a stage died, refused, timed out); None while it
@@ -100,7 +103,10 @@ class HeadRole:
         self.executor.close()
 
     def describe(self) -> PipelineInfo:
-        return PipelineInfo(stages=list(self.stages), local_layers=self.local_layers)
+        return PipelineInfo(
+            stages=list(self.stages), local_layers=self.local_layers,
+            covered_at=self.covered_at, serving_at=self.serving_at,
+        )  # fmt: skip
 
 
 def build_head(

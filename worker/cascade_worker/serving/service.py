@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cascade_protocol.load import LoadReport
-from cascade_protocol.status import EnginePhase, WorkerPhase, WorkerStatus
+from cascade_protocol.status import EnginePhase, ServingMode, WorkerPhase, WorkerStatus
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control_errors import RequestError
 from cascade_worker.control_state import WorkerState
@@ -90,19 +90,17 @@ class Serving:
             dtype=None if self.config.dtype in ("", "auto") else self.config.dtype,
         )
 
-    def _check_free(self) -> None:
+    def _check_engine_free(self) -> None:
         if self.starting:
             raise RequestError(409, "an engine is starting already")
         if self.engine is not None and not self.engine.stopped:
             raise RequestError(409, "an engine serves already; drain it first")
-        if self.stage is not None:
-            layers = list(self.stage.layers)
-            raise RequestError(409, f"serving as pipeline stage {layers}; drain it first")
 
     def claim(self, layers: tuple[int, int] | None = None) -> BlockStore:
         """Reserve the start of an engine (409 if one runs or starts); the store to use:
-        the whole model, or (`layers`, a pipeline part) one holding those layers' blocks."""
-        self._check_free()
+        the whole model, or (`layers`, a pipeline part) one holding those layers' blocks.
+        A stage this worker serves for another's pipeline may go on beside the engine."""
+        self._check_engine_free()
         store = self.state.begin_serving() if layers is None else self._claim_layers(*layers)
         self.starting, self.wanted, self.error = True, True, None
         return store
@@ -157,8 +155,11 @@ class Serving:
         return True
 
     def claim_stage(self, layers: tuple[int, int]) -> BlockStore:
-        """Reserve serving `layers` as a pipeline stage (409 if busy or blocks lack)."""
-        self._check_free()
+        """Reserve serving `layers` as a pipeline stage (409 if one is served already or
+        blocks lack); beside this worker's own engine, if it has one."""
+        if self.stage is not None:
+            held = list(self.stage.layers)
+            raise RequestError(409, f"serving as pipeline stage {held}; drain it first")
         store = self._claim_layers(*layers)
         self.stage, self.wanted, self.error = StageRole(layers), True, None
         return store
@@ -202,16 +203,20 @@ class Serving:
         log.info("left the pipeline: running all %d layers here", full.end)
         return True
 
-    async def drain(self, timeout_s: float | None = None) -> bool:
-        """Stop admitting, let in-flight requests finish, stop; those that cannot before
-        the deadline are handed back (MIGRATE) to resume on another instance. True when
-        none had to be. A stage server stops at once (its head fails its own requests)."""
+    async def end_stage(self) -> None:
+        """Stop serving as a pipeline stage (its head fails the requests in flight)."""
         stage = self.stage
         if stage is not None and stage.server is not None:
             self.stage = None
             await stage.server.close()
-            self.state.serving = False
+            self.state.serving = self.engine is not None
             log.info("stopped serving layers %s as a pipeline stage", stage.layers)
+
+    async def drain(self, timeout_s: float | None = None) -> bool:
+        """Stop admitting, let in-flight requests finish, stop; those that cannot before
+        the deadline are handed back (MIGRATE) to resume on another instance. True when
+        none had to be. A stage server stops at once (its head fails its own requests)."""
+        await self.end_stage()
         engine = self.engine
         if engine is None:
             return True
@@ -259,6 +264,21 @@ class Serving:
             return "awaiting weights"
         return f"engine {self.phase}" + (f": {error}" if error else "")
 
+    @property
+    def mode(self) -> ServingMode:
+        if self.head is not None:
+            return ServingMode.HEAD
+        if self.engine is not None and not self.engine.stopped:
+            return ServingMode.LOCAL
+        if self.stage is not None:
+            return ServingMode.STAGE
+        node = self.state.node
+        return (
+            ServingMode.LOADING
+            if node is not None and not node.role.is_source
+            else ServingMode.IDLE
+        )
+
     def load_now(self) -> LoadNow:
         return self.engine.load_now() if self.engine is not None else LoadNow()
 
@@ -288,5 +308,6 @@ class Serving:
                 "layers": self.layers,
                 "pipeline": self.head.describe() if self.head is not None else None,
                 "stage": self.stage.describe() if self.stage is not None else None,
+                "mode": self.mode,
             }
         )

@@ -1,0 +1,248 @@
+"""Live scale-ups on a worker: serve while the weights arrive (λScale §4.2-4.4).
+
+Coordination lives in the workers, following the plan. The operator hands every
+participant the whole ScalePlan in its transfer order, `executionPipelines` included,
+so before the first block lands each target knows the pipeline it belongs to, its place
+in it and its layers (`seat_for`). From then on it acts on its own block arrivals with
+no round trip through the operator: the operator polls workers about once a second and
+the API server adds its own latency, while a pipeline must serve within 0.5 s of its
+covering blocks landing. So:
+
+- a stage listens as soon as it holds its layers' blocks;
+- the head, as soon as it holds its own, asks its stages (GET /v1/status, every POLL_S)
+  until each listens, then starts its engine over them: it takes requests, and the
+  gateway routes to it like to any instance. A stage that already holds the whole
+  model serves alone instead (the pipeline has no point), and so does the head then;
+- once a target holds every block it serves alone (no serve order needed): a stage
+  starts its own engine beside its stage server and ends the stage when its head leaves;
+  the head switches to local execution (running requests recompute their KV cache),
+  waits (bounded) for the other members to serve, then hands back (MIGRATE) all but its
+  share of the requests in flight; the gateway resumes those, prompt plus generated
+  tokens, on the least loaded instances: the members that just started. None restarts
+  from scratch and none is lost.
+
+A head whose pipeline breaks (a stage died) fails its requests in flight (the engine
+does that); it serves alone again once its own blocks are complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from cascade_api.scaleplan import ScalePlanSpec
+from cascade_protocol.control import TransferRequest
+from cascade_protocol.status import STATUS_PATH, ServingMode, WorkerStatus
+from cascade_worker.control import NodeHooks
+from cascade_worker.control_errors import RequestError
+from cascade_worker.multicast.result import NodeResult
+from cascade_worker.serving.service import Serving
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.05  # how often a head asks its stages whether they listen
+STAGES_WAIT_S = 60.0  # longest a head waits for its stages (then it serves once complete)
+DISSOLVE_WAIT_S = 5.0  # longest a dissolving head waits for the others before handing back
+HTTP_TIMEOUT = aiohttp.ClientTimeout(total=2)
+
+
+@dataclass(frozen=True)
+class Seat:
+    """This worker's place in one of a plan's execution pipelines."""
+
+    members: tuple[str, ...]  # pods in layer order; the first is the head
+    position: int
+    layers: tuple[int, int]  # half-open decoder-layer range it runs
+
+    @property
+    def is_head(self) -> bool:
+        return self.position == 0
+
+
+def seat_for(plan: ScalePlanSpec, me: str) -> Seat | None:
+    """The pipeline `me` (a target of `plan`) takes part in, if any (pure)."""
+    if me not in plan.targets:
+        return None
+    for pipeline in plan.execution_pipelines:
+        pods = tuple(s.pod for s in pipeline.stages)
+        for i, stage in enumerate(pipeline.stages):
+            if stage.pod == me:
+                return Seat(pods, i, (stage.layer_start, stage.layer_end))
+    return None
+
+
+def covers(ranges: Sequence[tuple[int, int]], layers: tuple[int, int]) -> bool:
+    """Does one of the held runs `ranges` contain `layers`?"""
+    return any(a <= layers[0] and layers[1] <= b for a, b in ranges)
+
+
+def stage_address(peer_data: str, listening: str) -> str:
+    """A stage's pipeline address as the head reaches it: the host the plan's peers map
+    gives (a worker bound to every interface reports 0.0.0.0), the port it listens on."""
+    return f"{peer_data.rpartition(':')[0]}:{listening.rpartition(':')[2]}"
+
+
+class LiveScaleUp:
+    """One transfer's live scaling on this worker; see the module docstring."""
+
+    def __init__(
+        self, serving: Serving, req: TransferRequest, spawn: Callable[[Any], None]
+    ) -> None:
+        self.serving = serving
+        self.spawn = spawn
+        self.me = serving.config.pod_name
+        self.peers = dict(req.peers)
+        self.seat = seat_for(req.plan, self.me)
+        self.target = self.me in req.plan.targets
+        self.joined = False
+
+    def hooks(self) -> NodeHooks:
+        return NodeHooks(on_layers_ready=self._on_layers, on_result=self._on_result)
+
+    # -- forming --------------------------------------------------------------------------
+
+    def _on_layers(self, start: int, end: int) -> None:
+        seat, store = self.seat, self.serving.state.current_store()
+        if seat is None or self.joined or store is None:
+            return
+        if store.complete() or not covers(store.ready_layers(), seat.layers):
+            return
+        self.joined = True
+        self.spawn(self._join(seat, time.time()))
+
+    async def _join(self, seat: Seat, covered_at: float) -> None:
+        try:
+            if seat.is_head:
+                await self._head(seat, covered_at)
+            else:
+                await self._stage(seat, covered_at)
+        except RequestError as exc:
+            log.warning("live scale-up: not joining pipeline %s: %s", seat.members, exc)
+
+    async def _stage(self, seat: Seat, covered_at: float) -> None:
+        serving = self.serving
+        store = serving.claim_stage(seat.layers)
+        role = serving.stage
+        assert role is not None
+        role.covered_at = covered_at
+        if await serving.start_stage(store, serving.options()) and role.server is not None:
+            role.server.on_session_end = lambda: self.spawn(serving.end_stage())
+            log.info("live scale-up: stage %s of %s listens", list(seat.layers), seat.members)
+
+    async def _head(self, seat: Seat, covered_at: float) -> None:
+        serving = self.serving
+        found = await self._stages_listening(seat.members[1:])
+        if found is None:
+            return
+        addresses, stages_covered = found
+        store = serving.claim(seat.layers)
+        ok = await serving.start_head(store, serving.options(), seat.layers[1], addresses)
+        head = serving.head
+        if not ok or head is None:
+            return
+        head.covered_at = max([covered_at, *stages_covered])
+        head.serving_at = time.time()
+        log.info(
+            "live scale-up: pipeline %s serves, %.3f s after its blocks covered the model",
+            seat.members, head.serving_at - head.covered_at,
+        )  # fmt: skip
+
+    async def _stages_listening(self, pods: Sequence[str]) -> tuple[list[str], list[float]] | None:
+        """Each stage's address and coverage time once all listen; None when one serves
+        alone instead, this worker completes first, or STAGES_WAIT_S passes."""
+        give_up = time.monotonic() + STAGES_WAIT_S
+        async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http:
+            while time.monotonic() < give_up:
+                store = self.serving.state.current_store()
+                if store is not None and store.complete():
+                    return None
+                statuses = await asyncio.gather(*(self._status(http, p) for p in pods))
+                if any(s is not None and s.mode == ServingMode.LOCAL for s in statuses):
+                    log.info("live scale-up: a stage of %s serves alone; no pipeline", pods)
+                    return None
+                stages = [s.stage if s is not None else None for s in statuses]
+                if all(s is not None and s.address for s in stages):
+                    listening = [s for s in stages if s is not None]
+                    return (
+                        [
+                            stage_address(self.peers[p], s.address or "")
+                            for p, s in zip(pods, listening, strict=True)
+                        ],
+                        [s.covered_at or 0.0 for s in listening],
+                    )
+                await asyncio.sleep(POLL_S)
+        log.warning("live scale-up: stages %s did not listen within %.0f s", pods, STAGES_WAIT_S)
+        return None
+
+    async def _status(self, http: aiohttp.ClientSession, pod: str) -> WorkerStatus | None:
+        host = self.peers[pod].rpartition(":")[0]
+        try:
+            async with http.get(f"http://{host}:{self.serving.config.port}{STATUS_PATH}") as r:
+                return WorkerStatus.model_validate(await r.json(content_type=None))
+        except (TimeoutError, aiohttp.ClientError, ValueError):
+            return None
+
+    # -- dissolving -----------------------------------------------------------------------
+
+    def _on_result(self, result: NodeResult) -> None:
+        if self.target and not result.missing:
+            self.spawn(self._alone())
+
+    async def _alone(self) -> None:
+        """Serve alone now that every block is here (see the module docstring)."""
+        serving = self.serving
+        store = serving.state.current_store()
+        assert store is not None
+        if serving.head is not None:
+            if await serving.switch_to_local(store):
+                await self._hand_back()
+            return
+        if serving.starting or (serving.engine is not None and not serving.engine.stopped):
+            return
+        try:
+            store = serving.claim()
+        except RequestError as exc:
+            log.warning("live scale-up: cannot serve alone: %s", exc)
+            return
+        await serving.start(store, serving.options())
+
+    async def _hand_back(self) -> None:
+        """Keep this head's share of the requests in flight; the others go back to the
+        gateway once the other members serve (bounded by DISSOLVE_WAIT_S)."""
+        seat = self.seat
+        assert seat is not None
+        others = [p for p in seat.members if p != self.me]
+        give_up, ready = time.monotonic() + DISSOLVE_WAIT_S, False
+        async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http:
+            while not ready and time.monotonic() < give_up:
+                statuses = await asyncio.gather(*(self._status(http, p) for p in others))
+                ready = all(s is not None and s.serving for s in statuses)
+                if not ready:
+                    await asyncio.sleep(POLL_S)
+        engine = self.serving.engine
+        if engine is None or not ready:
+            log.info("live scale-up: pipeline dissolved; the others do not serve: keeping all")
+            return
+        keep = math.ceil(engine.in_flight / len(seat.members))
+        moved = engine.hand_back(keep, "migrate: execution pipeline dissolved")
+        log.info(
+            "live scale-up: pipeline dissolved; %d request(s) handed back, %d kept", moved, keep
+        )
+
+
+def live_hooks(
+    serving: Serving, spawn: Callable[[Any], None]
+) -> Callable[[TransferRequest], NodeHooks]:
+    """The Control's transfer hook: live scaling for the transfers that ask for it."""
+
+    def hooks(req: TransferRequest) -> NodeHooks:
+        return LiveScaleUp(serving, req, spawn).hooks() if req.live else NodeHooks()
+
+    return hooks
