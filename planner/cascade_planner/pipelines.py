@@ -16,6 +16,16 @@ reports one that does not exist, though contrived holdings may make it miss one.
 candidate becomes an `ExecutionPipeline` only if T is earlier than the time any of its
 stage members holds the whole model (from then on that member serves alone); members
 the cover does not need are left out.
+
+Sources may take part too (`source_stages`, for live scale-ups): a source holds every
+layer from the start, so one target and one source cover the model as soon as the
+target holds a prefix. With a single source the receivers alone cannot cover the model
+before it has left the source once (about when the first of them completes), so this is
+the only pipeline a 1 -> N scale-up on equal NICs can form early. Each source closes at
+most one pipeline (a stage serves one head), with the free target that holds the first
+half of the layers earliest: the target runs that half, the source the rest (two
+members, balanced as Algorithm 2's pipelines are). Receiver pipelines form first; a
+target in one is not free.
 """
 
 from __future__ import annotations
@@ -94,8 +104,10 @@ def form_pipelines(
     groups: Sequence[Sequence[str]],
     arrivals: Arrivals,
     blocks: Sequence[Block],
+    source_stages: Sequence[str] = (),
 ) -> list[ExecutionPipeline]:
-    """Execution pipelines that start before any of their stages could serve alone."""
+    """Execution pipelines that start before any of their stages could serve alone;
+    `source_stages`: sources that may close one pipeline each (module docstring)."""
     complete = {pod: max(times, default=0.0) for pod, times in arrivals.items()}
     out: list[ExecutionPipeline] = []
     for members in candidates(groups):
@@ -113,8 +125,36 @@ def form_pipelines(
                 ready_seconds=shown(ready),
             )
         )
+    used = {st.pod for e in out for st in e.stages}
+    free = [p for g in groups for p in g if p not in used]
+    for source in source_stages:
+        paired = _with_source(source, free, arrivals, blocks, complete)
+        if paired is not None:
+            out.append(paired)
+            free.remove(paired.stages[0].pod)
     out.sort(key=lambda e: (e.ready_seconds or 0.0, e.stages[0].pod))
     return out
+
+
+def _with_source(
+    source: str,
+    free: Sequence[str],
+    arrivals: Arrivals,
+    blocks: Sequence[Block],
+    complete: Mapping[str, float],
+) -> ExecutionPipeline | None:
+    """The free target holding the first half of the layers earliest, then `source`."""
+    half = blocks[-1].layer_end / 2 if blocks else 0
+    a = next((i + 1 for i, b in enumerate(blocks) if b.layer_end >= half), len(blocks))
+    if not free or a >= len(blocks):
+        return None  # one block: nothing to split
+    ready, target = min((max(arrivals[t][:a]), t) for t in free)
+    if ready >= complete[target]:
+        return None
+    return ExecutionPipeline(
+        stages=[_stage(target, blocks[0], blocks[a - 1]), _stage(source, blocks[a], blocks[-1])],
+        ready_seconds=shown(ready),
+    )
 
 
 def _stage(pod: str, first: Block, last: Block) -> Stage:

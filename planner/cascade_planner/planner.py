@@ -48,6 +48,8 @@ class PlanRequest:
     holdings: Mapping[str, Collection[int]] | None = None
     chunk_bytes: int = 1 << 20  # the executor's chunk: a chain hop's fill
     hop_latency_s: float = 0.0  # per hop (chain) or per step (binomial) start cost
+    # Live scale-ups: sources may serve as the last stage of an execution pipeline.
+    source_stages: bool = False
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,7 @@ def _build(
         chunk_bytes=request.chunk_bytes,
         hop_latency_s=request.hop_latency_s,
         groups=groups,
+        source_stages=request.source_stages,
     )
     spec.predicted_completion_seconds = shown(pred.completion)
     spec.predictions = pred.targets

@@ -58,8 +58,10 @@ def predict(
     chunk_bytes: int,
     hop_latency_s: float = 0.0,
     groups: Sequence[Sequence[str]] | None = None,
+    source_stages: bool = False,
 ) -> Prediction:
-    """Flow-model prediction of `spec` (blocks numbered 0..b-1 in layer order)."""
+    """Flow-model prediction of `spec` (blocks numbered 0..b-1 in layer order);
+    `source_stages`: its sources may join execution pipelines (pipelines.py)."""
     blocks = sorted(spec.blocks, key=lambda b: b.index)
     pos = {b.index: i for i, b in enumerate(blocks)}
     paths = _Paths(topo, pod_node)
@@ -99,7 +101,10 @@ def predict(
                     row[pos[tr.block]] = min(row[pos[tr.block]], ends[s])
         sources = {o.source: o for o in spec.block_orders}
         default_groups = _binomial_groups(spec, sources)
-    pipelines = form_pipelines(groups if groups is not None else default_groups, arrivals, blocks)
+    joining = [s.pod for s in spec.sources] if source_stages else []
+    pipelines = form_pipelines(
+        groups if groups is not None else default_groups, arrivals, blocks, joining
+    )
     joins = {
         st.pod: e.ready_seconds for e in pipelines for st in e.stages if e.ready_seconds is not None
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -111,3 +112,33 @@ def test_shifted_chains_form_pipelines_and_layer_order_chains_do_not() -> None:
     assert all(p.ready_seconds is not None for p in shifted.execution_pipelines)
     plain = plan(kway_request(2, 6, 8, "chain"), topo)
     assert plain.execution_pipelines == []
+
+
+def test_a_source_closes_one_pipeline_with_the_target_that_holds_half_first() -> None:
+    # One source, three targets: receivers alone cover the model only as the first of
+    # them completes, so a live scale-up pairs the source with a target (pipelines.py).
+    arrivals = {"t1": [1.0, 2.0, 3.0, 4.0], "t2": [1.5, 2.5, 3.5, 4.5], "t3": [2.0, 3.0, 4.0, 5.0]}
+    table = blocks(4)  # 8 layers, 2 per block
+    assert form_pipelines([["t1", "t2", "t3"]], arrivals, table) == []
+    (paired,) = form_pipelines([["t1", "t2", "t3"]], arrivals, table, ["s"])
+    assert [(s.pod, s.layer_start, s.layer_end) for s in paired.stages] == [
+        ("t1", 0, 4),
+        ("s", 4, 8),
+    ]
+    assert paired.ready_seconds == 2.0  # t1 holds blocks 0 and 1 (layers 0-3)
+    two = form_pipelines([["t1", "t2", "t3"]], arrivals, table, ["s", "s2"])
+    assert [p.stages[0].pod for p in two] == ["t1", "t2"]  # each source once, targets once
+    # A one-block model has nothing to split.
+    assert form_pipelines([["t1"]], {"t1": [1.0]}, blocks(1), ["s"]) == []
+
+
+def test_live_plans_from_one_source_pipeline_at_half_the_transfer() -> None:
+    topo = topology_from_nodes(nodes(8))
+    request = kway_request(1, 3, 8, "chain")
+    assert plan(request, topo).execution_pipelines == []
+    live = plan(dataclasses.replace(request, source_stages=True), topo)
+    (pipeline,) = live.execution_pipelines
+    source = live.sources[0].pod
+    assert pipeline.stages[-1].pod == source and pipeline.stages[0].pod in live.targets
+    assert pipeline.ready_seconds is not None and live.predicted_completion_seconds is not None
+    assert pipeline.ready_seconds < 0.6 * live.predicted_completion_seconds

@@ -138,6 +138,7 @@ def make_plan(
         pod_node={w.name: w.node for w in workers if w.node},
         strategy=strategy,
         k=spec.multicast.k if strategy == PlanStrategy.BINOMIAL else None,
+        source_stages=spec.live_scaling.enabled,
     )
     try:
         return plan(request, topo)
