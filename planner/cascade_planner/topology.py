@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import networkx as nx
@@ -213,3 +213,18 @@ def topology_from_nodes(
         warnings=warnings,
         _cap=cap,
     )
+
+
+def send_capped(topo: Topology, mbit: float | None) -> Topology:
+    """The fabric as weight traffic sees it when every sender is paced to `mbit` (the
+    workers' Pacer, spec.multicast.rateMbit): each link out of a node, NIC or NVLink,
+    carries at most that; nothing else changes."""
+    if mbit is None:
+        return topo
+    rate = mbit * BYTES_PER_MBIT  # the pacer paces payload bytes
+    nodes = {n: replace(i, nic_out=min(i.nic_out, rate)) for n, i in topo.nodes.items()}
+    cap = {link: min(c, rate) if link[0][0] == "node" else c for link, c in topo._cap.items()}
+    params = replace(
+        topo.params, default_nic_mbit=min(topo.params.default_nic_mbit, mbit / topo.params.goodput)
+    )
+    return Topology(nodes, params, list(topo.warnings), cap)

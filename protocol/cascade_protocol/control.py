@@ -36,6 +36,8 @@ class TransferRequest(Body):
     # The deployment's spec.liveScaling: a target serves while its weights arrive (the
     # plan's executionPipelines it belongs to) and on its own once it holds them all.
     live: bool = False
+    # The deployment's spec.multicast.rateMbit as bytes/s: this worker's sending pace.
+    send_bytes_per_s: float | None = Field(default=None, gt=0)
 
     @field_serializer("plan")
     def _plan_as_in_the_api(self, plan: ScalePlanSpec) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,7 @@ class NodeHooks:
 
     on_layers_ready: Callable[[int, int], None] | None = None
     on_result: Callable[[NodeResult], None] | None = None
+    on_end: Callable[[], None] | None = None  # the transfer job is over (any outcome)
 
 
 @dataclass
@@ -170,6 +171,15 @@ async def start_transfer(ctl: Control, req: TransferRequest, *, claimed: bool = 
     )
 
 
+def paced(options: NodeOptions | None, send_bytes_per_s: float | None) -> NodeOptions | None:
+    """The node's options with the order's sending pace (spec.multicast.rateMbit)."""
+    if send_bytes_per_s is None:
+        return options
+    from cascade_worker.multicast.runner import NodeOptions
+
+    return replace(options or NodeOptions(), rate_bytes_per_s=send_bytes_per_s)
+
+
 def import_transfer_path() -> type[MulticastNode]:
     """The multicast node class, with ucxx imported too (blocking: seconds when cold).
     The worker warms both at start (main.preload); a transfer job calls this on a thread."""
@@ -186,12 +196,12 @@ async def _run_transfer(ctl: Control, req: TransferRequest, store: BlockStore | 
     role = TransferRole.SOURCE if store is not None else TransferRole.TARGET
     node: MulticastNode | None = None
     error: str | None = None
+    hooks = ctl.transfer_hooks(req) if ctl.transfer_hooks is not None else NodeHooks()
     try:
         node_class = await asyncio.to_thread(import_transfer_path)
-        hooks = ctl.transfer_hooks(req) if ctl.transfer_hooks is not None else NodeHooks()
         node = node_class(
             req.plan, me, store, host=ctl.config.host, port=ctl.config.data_port,
-            options=ctl.options, on_result=hooks.on_result,
+            options=paced(ctl.options, req.send_bytes_per_s), on_result=hooks.on_result,
             on_layers_ready=hooks.on_layers_ready,
         )  # fmt: skip
         state.node = node
@@ -220,6 +230,8 @@ async def _run_transfer(ctl: Control, req: TransferRequest, store: BlockStore | 
         ctl.received.inc(report.bytes_received)
     state.release(error)
     log.info("transfer ended (%s): %s", role, report.model_dump_json())
+    if hooks.on_end is not None:
+        hooks.on_end()
 
 
 async def manifest(ctl: Control, request: web.Request) -> ManifestInfo:

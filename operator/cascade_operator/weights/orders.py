@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from cascade_api.scaleplan import ScalePlanSpec
 from cascade_operator.weights.workers import WorkerView
+from cascade_planner.topology import BYTES_PER_MBIT
 from cascade_protocol.control import LoadRequest, ServeRequest, TransferRequest
 
 
@@ -38,9 +39,15 @@ class TransferOrder:
     # its upstream and downstream peers by these, it never resolves pod names.
     peers: Mapping[str, str] = field(default_factory=dict)
     live: bool = False  # the deployment's spec.liveScaling.enabled
+    send_mbit: int | None = None  # its spec.multicast.rateMbit
 
     def body(self) -> dict[str, Any]:
-        return wire(TransferRequest(plan=self.spec, peers=dict(self.peers), live=self.live))
+        pace = self.send_mbit * BYTES_PER_MBIT if self.send_mbit else None
+        return wire(
+            TransferRequest(
+                plan=self.spec, peers=dict(self.peers), live=self.live, send_bytes_per_s=pace
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -74,15 +81,24 @@ def addressable(w: WorkerView | None) -> bool:
 
 
 def transfer_orders(
-    name: str, spec: ScalePlanSpec, workers: Mapping[str, WorkerView], *, live: bool = False
+    name: str,
+    spec: ScalePlanSpec,
+    workers: Mapping[str, WorkerView],
+    *,
+    live: bool = False,
+    send_mbit: int | None = None,
 ) -> list[TransferOrder] | None:
     """One order per participant, sources first (the first source leads the start);
     None when a participant cannot be reached, so nothing is half-dispatched. `live`:
-    the targets serve while the weights arrive (worker: serving/live.py)."""
+    the targets serve while the weights arrive (worker: serving/live.py); `send_mbit`:
+    each participant's sending pace."""
     pods = [s.pod for s in spec.sources] + list(spec.targets)
     found = [workers.get(p) for p in pods]
     if not all(addressable(w) for w in found):
         return None
     ready = [w for w in found if w is not None]
     peers = {w.name: w.data_address() for w in ready}
-    return [TransferOrder(name, w.name, w.control_address(), spec, peers, live) for w in ready]
+    return [
+        TransferOrder(name, w.name, w.control_address(), spec, peers, live, send_mbit)
+        for w in ready
+    ]

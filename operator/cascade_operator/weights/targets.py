@@ -29,6 +29,7 @@ from cascade_operator.weights.pool import PoolDecision
 from cascade_operator.weights.progress import PlanPolicy, timeout
 from cascade_operator.weights.workers import WorkerView
 from cascade_planner import PlanningError, PlanRequest, Topology, plan
+from cascade_planner.topology import send_capped
 from cascade_protocol.status import WorkerPhase
 
 
@@ -141,6 +142,6 @@ def make_plan(
         source_stages=spec.live_scaling.enabled,
     )
     try:
-        return plan(request, topo)
+        return plan(request, send_capped(topo, spec.multicast.rate_mbit))
     except PlanningError as err:
         return Refusal(str(err.reason), err.message)

@@ -43,6 +43,7 @@ from cascade_protocol.status import STATUS_PATH, ServingMode, WorkerStatus
 from cascade_worker.control import NodeHooks
 from cascade_worker.control_errors import RequestError
 from cascade_worker.multicast.result import NodeResult
+from cascade_worker.serving.pipeline import StageRole
 from cascade_worker.serving.service import Serving
 
 log = logging.getLogger(__name__)
@@ -67,9 +68,7 @@ class Seat:
 
 
 def seat_for(plan: ScalePlanSpec, me: str) -> Seat | None:
-    """The pipeline `me` (a target of `plan`) takes part in, if any (pure)."""
-    if me not in plan.targets:
-        return None
+    """The pipeline `me` takes part in, if any (pure)."""
     for pipeline in plan.execution_pipelines:
         pods = tuple(s.pod for s in pipeline.stages)
         for i, stage in enumerate(pipeline.stages):
@@ -102,9 +101,15 @@ class LiveScaleUp:
         self.seat = seat_for(req.plan, self.me)
         self.target = self.me in req.plan.targets
         self.joined = False
+        self.stage: StageRole | None = None  # the stage this scale-up made this worker
 
     def hooks(self) -> NodeHooks:
-        return NodeHooks(on_layers_ready=self._on_layers, on_result=self._on_result)
+        """The node's hooks; a source's seat (a last stage) is taken at once."""
+        seat = self.seat
+        if seat is not None and not self.target:
+            self.joined = True
+            self.spawn(self._join(seat, time.time()))
+        return NodeHooks(self._on_layers, self._on_result, self._on_end)
 
     # -- forming --------------------------------------------------------------------------
 
@@ -129,11 +134,11 @@ class LiveScaleUp:
     async def _stage(self, seat: Seat, covered_at: float) -> None:
         serving = self.serving
         store = serving.claim_stage(seat.layers)
-        role = serving.stage
+        role = self.stage = serving.stage
         assert role is not None
         role.covered_at = covered_at
         if await serving.start_stage(store, serving.options()) and role.server is not None:
-            role.server.on_session_end = lambda: self.spawn(serving.end_stage())
+            role.server.on_session_end = self._on_end
             log.info("live scale-up: stage %s of %s listens", list(seat.layers), seat.members)
 
     async def _head(self, seat: Seat, covered_at: float) -> None:
@@ -164,7 +169,9 @@ class LiveScaleUp:
                 if store is not None and store.complete():
                     return None
                 statuses = await asyncio.gather(*(self._status(http, p) for p in pods))
-                if any(s is not None and s.mode == ServingMode.LOCAL for s in statuses):
+                if any(
+                    s is not None and s.mode == ServingMode.LOCAL and not s.stage for s in statuses
+                ):
                     log.info("live scale-up: a stage of %s serves alone; no pipeline", pods)
                     return None
                 stages = [s.stage if s is not None else None for s in statuses]
@@ -190,6 +197,13 @@ class LiveScaleUp:
             return None
 
     # -- dissolving -----------------------------------------------------------------------
+
+    def _on_end(self) -> None:
+        """Its head left (or the transfer is over, so every head has completed or
+        failed): the stage has done its part."""
+        if self.stage is not None and self.serving.stage is self.stage:
+            self.stage = None
+            self.spawn(self.serving.end_stage())
 
     def _on_result(self, result: NodeResult) -> None:
         if self.target and not result.missing:
