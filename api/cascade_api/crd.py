@@ -111,6 +111,7 @@ def scale_plan_crd() -> dict[str, Any]:
         _column("Targets", "integer", ".status.targetCount", "Receiving pods."),
         _column("Progress", "string", ".status.progress", "Complete targets / all."),
         _column("Phase", "string", ".status.phase", "Lifecycle phase."),
+        _column("Pipelines", "string", ".status.pipelineSummary", "Execution pipelines per state."),
         _column(
             "Predicted", "number", ".spec.predictedCompletionSeconds", "Planner's estimate (s)."
         ),

@@ -146,6 +146,14 @@ class Multicast(ApiModel):
         description="Sources per binomial pipeline (k-way); used by strategy binomial only "
         "(chain and auto use every usable source).",
     )
+    rate_mbit: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="Cap on the weight traffic each worker sends during a scale-up, Mbit/s, "
+        "leaving the rest of its NIC to serving (BlitzScale throttles scale-out traffic the "
+        "same way); plans are predicted at the capped rate. Unset: no cap.",
+    )
 
 
 class Toggle(ApiModel):
@@ -218,11 +226,29 @@ class InstancePhase(StrEnum):
     FAILED = "Failed"
 
 
+class InstanceMode(StrEnum):
+    """How an instance takes part in serving (the worker's status: ServingMode's values)."""
+
+    IDLE = "idle"
+    LOADING = "loading"
+    STAGE = "stage"
+    HEAD = "head"
+    LOCAL = "local"
+
+
 class InstanceStatus(ApiModel):
     pod: str = Field(description="Worker pod name.")
     node: str | None = Field(default=None, description="Node the pod runs on.")
     phase: InstancePhase = Field(description="Pending, Loading, Ready, Terminating or Failed.")
     blocks_loaded: int = Field(default=0, ge=0, description="Weight blocks held.")
+    mode: InstanceMode | None = Field(
+        default=None,
+        description="How its worker serves now, as it reports: idle, loading (receives "
+        "weights), stage (runs some layers of another instance's execution pipeline), head "
+        "(takes requests, runs the first layers, the rest on its stages) or local (runs "
+        "every layer, maybe serving as a stage as well). Unset when the worker did not "
+        "answer the last poll.",
+    )
 
 
 class ModelDeploymentStatus(ApiModel):

@@ -154,6 +154,42 @@ class TargetProgress(ApiModel):
     )
 
 
+class PipelineState(StrEnum):
+    PLANNED = "Planned"
+    SERVING = "Serving"
+    DISSOLVED = "Dissolved"
+
+
+class PipelineStatus(ApiModel):
+    head: str = Field(
+        description="The pipeline's head: its first stage's pod, which takes requests."
+    )
+    state: PipelineState = Field(
+        default=PipelineState.PLANNED,
+        description="Planned (not seen serving yet), Serving (the head's worker reports "
+        "heading a pipeline with its engine serving), Dissolved (the head stopped heading it "
+        "after serving, or every member holds every block, or the plan ended). Never goes "
+        "back. The operator polls the head about once a second while weights move: a "
+        "pipeline that formed and dissolved between two polls shows Dissolved with no times.",
+    )
+    covered_seconds: float | None = Field(
+        default=None,
+        description="When the members' blocks covered the model (the head's wall clock), in "
+        "seconds after status.startTime (the operator's clock, whole seconds): the measured "
+        "counterpart of readySeconds.",
+    )
+    serving_seconds: float | None = Field(
+        default=None,
+        description="When the head started serving over its stages, in seconds after "
+        "status.startTime.",
+    )
+    serving_delay_seconds: float | None = Field(
+        default=None,
+        description="servingSeconds minus coveredSeconds, both on the head's clock: how long "
+        "the pipeline took to serve once its members held their layers.",
+    )
+
+
 class ScalePlanStatus(ApiModel):
     phase: PlanPhase = Field(default=PlanPhase.PENDING, description="Lifecycle phase.")
     target_count: int = Field(default=0, ge=0, description="Number of targets.")
@@ -167,5 +203,13 @@ class ScalePlanStatus(ApiModel):
         ge=0,
         description="Slowest target's transferSeconds once all are complete: the measured "
         "counterpart of spec.predictedCompletionSeconds.",
+    )
+    pipelines: list[PipelineStatus] = Field(
+        default_factory=list,
+        description="One per spec.executionPipelines entry, in the same order, as each "
+        "head's worker reports it.",
+    )
+    pipeline_summary: str = Field(
+        default="", description="Pipelines per state, e.g. '1 serving, 1 planned'."
     )
     conditions: list[Condition] = Field(default_factory=list, description="Failure detail etc.")

@@ -3,9 +3,10 @@
 What `kubectl get sp` cannot show: the plan's shape (serial-forwarding chains
 `s0 ─▶ t1 ─▶ t2`, or the binomial pipeline as the tree of who first sends to whom plus
 its steps), per-target progress bars (blocks received of all, predicted vs measured
-completion), the execution pipelines that can serve while loading, and the planner's
-reason. `render` is pure (a plan object and `now` in, text out) and tested on fixtures;
-the I/O around it reads the object with the kubernetes client (or `-f FILE`).
+completion), the execution pipelines that can serve while loading (members and their
+layers, predicted ready time, state, measured times), and the planner's reason.
+`render` is pure (a plan object and `now` in, text out) and tested on fixtures; the I/O
+around it reads the object with the kubernetes client (or `-f FILE`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any
 from cascade_api import constants as c
 from cascade_api.base import utcnow
 from cascade_api.scaleplan import (
+    PipelineState,
+    PipelineStatus,
     PlanPhase,
     PlanStrategy,
     ScalePlanSpec,
@@ -93,7 +96,7 @@ def render(body: dict[str, Any], now: datetime) -> str:
     name = (body.get("metadata") or {}).get("name", "?")
     lines = [*_header(name, spec, status, now), ""]
     shape = _chains(spec) if spec.strategy == PlanStrategy.CHAIN else _binomial(spec)
-    lines += [*shape, "", *_targets(spec, status), *_pipelines(spec)]
+    lines += [*shape, "", *_targets(spec, status), *_pipelines(spec, status)]
     conds = [f"  {x.type}={x.status} {x.reason}: {x.message}" for x in status.conditions]
     if conds:
         lines += ["", "conditions", *conds]
@@ -199,15 +202,33 @@ def _targets(spec: ScalePlanSpec, status: ScalePlanStatus) -> list[str]:
     return out
 
 
-def _pipelines(spec: ScalePlanSpec) -> list[str]:
+def _pipelines(spec: ScalePlanSpec, status: ScalePlanStatus) -> list[str]:
     if not spec.execution_pipelines:
         return []
     out = ["", "execution pipelines (serve while loading)"]
-    for p in spec.execution_pipelines:
+    for i, p in enumerate(spec.execution_pipelines):
         stages = " | ".join(f"{s.pod} L{s.layer_start}-{s.layer_end - 1}" for s in p.stages)
-        ready = f"   ready at {_secs(p.ready_seconds)}" if p.ready_seconds is not None else ""
+        at = p.ready_seconds
+        ready = f"   predicted ready at {_secs(at)}" if at is not None else ""
         out.append(f"  [{stages}]{ready}")
+        if i < len(status.pipelines):
+            out.append(f"    {_pipeline_state(status.pipelines[i])}")
     return out
+
+
+def _pipeline_state(p: PipelineStatus) -> str:
+    """'Serving: covered at 2.91s, serving at 3.02s (delay 0.11s)' and the like."""
+    times = [
+        f"{what} at {_secs(at)}"
+        for what, at in (("covered", p.covered_seconds), ("serving", p.serving_seconds))
+        if at is not None
+    ]
+    text = f"{p.state}" + (": " + ", ".join(times) if times else "")
+    if p.serving_delay_seconds is not None:
+        text += f" (delay {_secs(p.serving_delay_seconds)})"
+    elif not times and p.state == PipelineState.DISSOLVED:
+        text += " (never seen serving)"
+    return text
 
 
 def _ranges(blocks: list[int]) -> str:

@@ -133,6 +133,7 @@ class Controller:
                 selector=builders.worker_selector(ref.name),
                 endpoint=builders.gateway_endpoint(ref),
                 blocks={w.name: w.blocks_loaded for w in workers if w.phase is not None},
+                modes={w.name: w.mode for w in workers if w.mode is not None},
                 plans=plans,
                 scaling=scaling,
             ),

@@ -2,8 +2,8 @@
 
 A reconcile has two deciders (instances.py for pods and the gateway, the weights
 lifecycle for plans); each contributes facts, and `assemble` merges them once into a
-typed status: counts and instances from the pods (blocks held from each worker's own
-status), `Available`/`Progressing`/`Degraded` from conditions.py, `Planned` and
+typed status: counts and instances from the pods (blocks held and serving mode from
+each worker's own status), `Available`/`Progressing`/`Degraded` from conditions.py, `Planned` and
 `currentPlan` from the lifecycle. Transition events are computed here, once, over every
 condition (events.transition_events). Pure: `now` passed in; the same facts give the
 same status, so a repeated reconcile writes nothing.
@@ -17,12 +17,13 @@ from datetime import datetime
 from typing import Any
 
 from cascade_api.base import Condition, set_condition
-from cascade_api.modeldeployment import InstanceStatus, ModelDeploymentStatus
+from cascade_api.modeldeployment import InstanceMode, InstanceStatus, ModelDeploymentStatus
 from cascade_api.scaling import AutoscalerStatus
 from cascade_operator.conditions import available, degraded, instance_phase, progressing
 from cascade_operator.events import EventNote, transition_events
 from cascade_operator.observed import GatewayView, PodView
 from cascade_operator.spec import ParsedSpec
+from cascade_protocol.status import ServingMode
 
 Manifest = dict[str, Any]
 
@@ -56,6 +57,9 @@ class StatusInput:
     # pod -> blocks its worker holds (GET /v1/status); a pod whose worker did not
     # answer this tick is absent and keeps the figure last written.
     blocks: Mapping[str, int] = field(default_factory=dict)
+    # pod -> how its worker serves (GET /v1/status mode); a pod whose worker did not
+    # answer this tick is absent and shows no mode.
+    modes: Mapping[str, ServingMode] = field(default_factory=dict)
     plans: PlanState | None = None  # None: the lifecycle did not run (invalid spec)
     scaling: ScalingShown | None = None  # None: leave status.autoscaler as it is
 
@@ -123,6 +127,7 @@ def _instances(inp: StatusInput) -> list[InstanceStatus]:
             node=p.node,
             phase=instance_phase(p),
             blocks_loaded=inp.blocks.get(p.name, before.get(p.name, 0)),
+            mode=InstanceMode(inp.modes[p.name]) if p.name in inp.modes else None,
         )
         for p in sorted(inp.pods, key=lambda p: (p.index, p.name))
     ]

@@ -99,6 +99,7 @@ def test_scale_plan_printer_columns() -> None:
         "Targets",
         "Progress",
         "Phase",
+        "Pipelines",
         "Predicted",
         "Measured",
         "Age",
@@ -109,6 +110,7 @@ def test_scale_plan_printer_columns() -> None:
     assert paths["Targets"] == ".status.targetCount"
     assert paths["Progress"] == ".status.progress"
     assert paths["Phase"] == ".status.phase"
+    assert paths["Pipelines"] == ".status.pipelineSummary"
     assert paths["Predicted"] == ".spec.predictedCompletionSeconds"
     assert paths["Measured"] == ".status.measuredCompletionSeconds"
 

@@ -1,6 +1,7 @@
-"""The status assembler: counts, instances with the blocks each worker holds, the
-conditions, the lifecycle's Planned condition and currentPlan, transition events told
-once, no churn on a repeated reconcile, and the merge patch with explicit nulls."""
+"""The status assembler: counts, instances with the blocks each worker holds and its
+serving mode, the conditions, the lifecycle's Planned condition and currentPlan,
+transition events told once, no churn on a repeated reconcile, and the merge patch with
+explicit nulls."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from cascade_operator.events import transition_events
 from cascade_operator.observed import GatewayView, PodView
 from cascade_operator.spec import parse_spec
 from cascade_operator.status import PlanState, StatusInput, StatusUpdate, assemble
+from cascade_protocol.status import ServingMode
 
 
 def status_of(
@@ -72,6 +74,17 @@ def test_instances_carry_the_blocks_each_worker_holds() -> None:
     # A worker that did not answer this tick keeps the figure last written.
     again = status_of([pod(0), pod(1)], stored=first.status.to_api(), blocks={"llama-0": 8})
     assert [i.blocks_loaded for i in again.status.instances] == [8, 3]
+
+
+def test_instances_carry_each_workers_serving_mode() -> None:
+    modes = {"llama-0": ServingMode.HEAD, "llama-1": ServingMode.STAGE}
+    first = status_of([pod(0), pod(1), pod(2)], modes=modes)
+    assert [i.mode for i in first.status.instances] == ["head", "stage", None]
+    assert "mode" not in first.status.to_api()["instances"][2]
+    # A worker that did not answer this tick shows no mode (not the last one written).
+    again = status_of([pod(0), pod(1)], stored=first.status.to_api(), modes={"llama-0": "local"})
+    assert [i.mode for i in again.status.instances] == ["local", None]
+    assert again.patch(first.status) is not None
 
 
 def test_a_repeated_reconcile_writes_nothing_and_tells_nothing() -> None:

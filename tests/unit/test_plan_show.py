@@ -81,6 +81,16 @@ CHAIN: dict[str, Any] = {
             {"pod": "llama-3", "blocksReceived": 5, "bytesReceived": 335544320},
             {"pod": "llama-4", "blocksReceived": 3, "bytesReceived": 201326592},
         ],
+        "pipelines": [
+            {
+                "head": "llama-1",
+                "state": "Serving",
+                "coveredSeconds": 2.91,
+                "servingSeconds": 3.02,
+                "servingDelaySeconds": 0.11,
+            }
+        ],
+        "pipelineSummary": "1 serving",
         "conditions": [
             {
                 "type": "Succeeded",
@@ -161,7 +171,8 @@ targets
   llama-4  [████████░░░░░░░░░░░░]      3/8  37%      5.40s  -
 
 execution pipelines (serve while loading)
-  [llama-1 L0-7 | llama-3 L8-15]   ready at 2.70s
+  [llama-1 L0-7 | llama-3 L8-15]   predicted ready at 2.70s
+    Serving: covered at 2.91s, serving at 3.02s (delay 0.11s)
 
 conditions
   Succeeded=Unknown Dispatched: chain from 2 source(s) to 4 target(s), 8 blocks, predicted 5.4s
@@ -206,6 +217,20 @@ def test_a_fresh_plan_renders_without_status() -> None:
             "strategy": "chain", "targets": ["a"]}}  # fmt: skip
     text = render(body, NOW)
     assert "phase Pending" in text and "elapsed not started" in text and "(none)" in text
+
+
+def test_pipeline_states_without_times() -> None:
+    """A plan not started shows no state; a pipeline never seen serving says so; a delay
+    without a start time stands alone."""
+    fresh = {**CHAIN, "status": {}}
+    assert render(fresh, NOW).endswith("predicted ready at 2.70s")
+    for seen, line in [
+        ({"state": "Planned"}, "Planned"),
+        ({"state": "Dissolved"}, "Dissolved (never seen serving)"),
+        ({"state": "Serving", "servingDelaySeconds": 0.2}, "Serving (delay 0.20s)"),
+    ]:
+        status = {**CHAIN["status"], "pipelines": [{"head": "llama-1", **seen}]}
+        assert f"2.70s\n    {line}\n" in render({**CHAIN, "status": status}, NOW)
 
 
 def test_long_schedules_are_cut() -> None:

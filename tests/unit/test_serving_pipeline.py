@@ -227,7 +227,7 @@ def test_three_worker_pipeline_matches_one_worker_and_switches_to_local(model_di
     run(go)
 
 
-def test_a_dead_stage_fails_the_heads_requests_and_the_head(model_dir: Path) -> None:
+def test_a_dead_stage_hands_back_the_heads_requests_and_fails_the_head(model_dir: Path) -> None:
     async def go() -> None:
         async with workers(model_dir, 3) as (w0, w1, w2):
             # The head holds only the blocks of its own layers (it is still receiving).
@@ -244,7 +244,8 @@ def test_a_dead_stage_fails_the_heads_requests_and_the_head(model_dir: Path) -> 
             await flowing.wait()
             await w2.ok("/v1/control/drain")  # the last stage goes away
             tokens, last = await asyncio.wait_for(victim, 40)
-            assert last["finish_reason"] == "error", last
+            # Handed back, tokens so far standing: the gateway resumes it elsewhere.
+            assert last["finish_reason"] == "migrate", last
             assert "pipeline stage" in last["error"] and len(tokens) < NEW_TOKENS
             doc = await w0.engine("failed")
             assert "pipeline broken" in doc["engineError"]

@@ -59,6 +59,7 @@ def test_status_reports_identity_and_idle_phase() -> None:
         "layers": None,
         "pipeline": None,
         "stage": None,
+        "mode": "idle",
     }
     # The shared model reads it back whole (the operator's side of the wire).
     assert WorkerStatus.model_validate_json(body) == WorkerStatus(

@@ -36,6 +36,7 @@ from cascade_worker.control_routes import add_control
 from cascade_worker.serving.api import SERVING_KEY
 from cascade_worker.serving.control_routes import add_serving
 from cascade_worker.serving.factory import EngineFactory, default_engine_factory
+from cascade_worker.serving.report import serving_status
 
 log = logging.getLogger("cascade_worker")
 
@@ -59,7 +60,7 @@ def worker_status(app: web.Application) -> WorkerStatus:
         pod=config.pod_name, model_uri=config.model_uri, data_port=config.data_port
     )
     status = app[CONTROL_KEY].state.status(status)
-    return app[SERVING_KEY].status(status)
+    return serving_status(app[SERVING_KEY], status)
 
 
 async def _status(request: web.Request) -> web.Response:

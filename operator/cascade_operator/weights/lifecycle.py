@@ -110,7 +110,7 @@ def decide_plans(inp: PlansInput, now: datetime, policy: PlanPolicy | None = Non
             message = f"{active[0].name} already covers this deployment"
             _finish(out, view, view.status, PlanPhase.CANCELLED, "Duplicate", message, now)
         elif view.status.phase == PlanPhase.PENDING:
-            if _pending(out, view, workers, targets, now, policy, inp.spec.live_scaling.enabled):
+            if _pending(out, view, workers, targets, now, policy, inp.spec):
                 active.append(view)
         elif _running(out, view, workers, now, policy):
             active.append(view)
@@ -149,14 +149,16 @@ def _pending(
     targets: Targets,
     now: datetime,
     policy: PlanPolicy,
-    live: bool,
+    md: ModelDeploymentSpec,
 ) -> bool:
     spec = view.spec
     problem = _invalid(spec, workers, targets)
     if problem:
         _finish(out, view, view.status, PlanPhase.CANCELLED, "Superseded", problem, now)
         return False
-    orders = orders_for(view.name, spec, workers, live=live)
+    orders = orders_for(
+        view.name, spec, workers, live=md.live_scaling.enabled, send_mbit=md.multicast.rate_mbit
+    )
     if orders is None:
         age = (now - view.created).total_seconds() if view.created else 0.0
         if age > policy.dispatch_grace_s:

@@ -2,15 +2,16 @@
 
 Three small steps, each a pure function of the plan, what the workers report and `now`:
 
-- `aggregate`: per-target progress (blocks and bytes received, complete, when) and the
-  totals the printer columns show. A target that completed stays complete even if its
-  pod goes away later: the status is a record of the transfer.
+- `aggregate`: per-target progress (blocks and bytes received, complete, when), the
+  totals the printer columns show, and the execution pipelines' states (plans.pipelines).
+  A target that completed stays complete even if its pod goes away later: the status is
+  a record of the transfer.
 - `outcome`: what each target is doing (waiting for its order, receiving, complete,
   failed, gone), and from that the plan's next phase with a reason.
 - `should_patch`: the throttle. Workers receive blocks many times a second; the plan's
-  status is written when the phase or a target's completion changes, when progress moved
-  by at least `progress_step` of all blocks, or when `patch_interval_s` passed since the
-  last write with anything changed. Never once per block.
+  status is written when the phase, a target's completion or a pipeline changes, when
+  progress moved by at least `progress_step` of all blocks, or when `patch_interval_s`
+  passed since the last write with anything changed. Never once per block.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from enum import StrEnum
 
 from cascade_api.base import Condition, ConditionStatus, set_condition
 from cascade_api.scaleplan import PlanPhase, ScalePlanSpec, ScalePlanStatus, TargetProgress
+from cascade_operator.weights.plans import dissolved, pipelines, with_pipelines
 from cascade_operator.weights.workers import WorkerView
 from cascade_protocol.status import WorkerPhase
 
@@ -74,7 +76,9 @@ def aggregate(
     targets = [_target(spec, before.get(pod), workers.get(pod), now) for pod in spec.targets]
     done = sum(t.complete for t in targets)
     measured = [t.transfer_seconds for t in targets if t.transfer_seconds is not None]
-    return prev.model_copy(
+    complete = {t.pod for t in targets if t.complete}
+    found = pipelines(spec, prev, workers, complete)
+    return with_pipelines(prev, found).model_copy(
         update={
             "target_count": len(spec.targets),
             "progress": f"{done}/{len(spec.targets)}",
@@ -215,7 +219,7 @@ def should_patch(
     the controller; None after a restart, which costs at most one extra write)."""
     if new == old:
         return False
-    if new.phase != old.phase or new.progress != old.progress:
+    if new.phase != old.phase or new.progress != old.progress or new.pipelines != old.pipelines:
         return True
     if [t.pod for t in new.targets] != [t.pod for t in old.targets]:
         return True
@@ -237,8 +241,10 @@ def with_condition(
 def ended(
     status: ScalePlanStatus, phase: PlanPhase, reason: str, message: str, now: datetime
 ) -> ScalePlanStatus:
-    """The final status: phase, completion time, Succeeded True (Completed) or False."""
-    final = status.model_copy(update={"phase": phase, "completion_time": now})
+    """The final status: phase, completion time, Succeeded True (Completed) or False,
+    every execution pipeline Dissolved."""
+    final = with_pipelines(status, dissolved(status.pipelines))
+    final = final.model_copy(update={"phase": phase, "completion_time": now})
     return with_condition(final, reason, message, now, phase == PlanPhase.COMPLETED)
 
 

@@ -2,10 +2,11 @@
 
 The pool (pool.py) and the ScalePlan lifecycle (lifecycle.py) need a few facts per
 worker: is the pod alive and where, what it holds (model digest, blocks), what it is
-doing (loading, transferring, serving) and whether it keeps a host copy. The pod comes
-from the API server (parsed once, as observed.PodView), the rest from the worker's
-control API as a typed `WorkerStatus`; `WorkerView.of` joins them. A worker whose status
-could not be read (`phase=None`) is alive for Kubernetes but neither a source nor a target.
+doing (loading, transferring, serving, heading an execution pipeline) and whether it
+keeps a host copy. The pod comes from the API server (parsed once, as observed.PodView),
+the rest from the worker's control API as a typed `WorkerStatus`; `WorkerView.of` joins
+them. A worker whose status could not be read (`phase=None`) is alive for Kubernetes but
+neither a source nor a target.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import datetime
 
 from cascade_api import constants as c
 from cascade_operator.observed import PodView
-from cascade_protocol.status import EnginePhase, WorkerPhase, WorkerStatus
+from cascade_protocol.status import EnginePhase, ServingMode, WorkerPhase, WorkerStatus
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,13 @@ class WorkerView:
     # every block (the worker's own clock): the measured side of a plan's prediction.
     transfer_s: float | None = None
     error: str | None = None
+    mode: ServingMode | None = None  # how it serves now; None: status unread
+    # While its engine heads an execution pipeline (live scale-ups): heads_pipeline, and
+    # the wall times (its own clock) its members' blocks covered the model and it took
+    # its first request.
+    heads_pipeline: bool = False
+    covered_at: float | None = None
+    serving_at: float | None = None
 
     @property
     def has_model(self) -> bool:
@@ -98,7 +106,7 @@ class WorkerView:
 
     def with_status(self, status: WorkerStatus) -> WorkerView:
         """This view with the worker's status folded in."""
-        last = status.last_transfer
+        last, pipeline = status.last_transfer, status.pipeline
         return replace(
             self,
             phase=status.phase,
@@ -111,4 +119,8 @@ class WorkerView:
             missing=tuple(last.missing) if last else (),
             transfer_s=last.target_seconds if last else None,
             error=status.error,
+            mode=status.mode,
+            heads_pipeline=status.mode == ServingMode.HEAD and pipeline is not None,
+            covered_at=pipeline.covered_at if pipeline else None,
+            serving_at=pipeline.serving_at if pipeline else None,
         )

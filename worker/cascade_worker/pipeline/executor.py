@@ -87,6 +87,7 @@ class PipelineExecutor:
         )
         self._closed = False
         self.steps_run = 0  # execute() calls that went through the stages
+        self.attached_s = 0.0  # how long attaching the stages took
         self.micro_batches_run = 0
 
     @classmethod
@@ -114,9 +115,11 @@ class PipelineExecutor:
         )
         if not stages:
             return executor
+        start = time.perf_counter()
         try:
             attach = executor._chain.attach(head.end, head.config.num_layers)
             executor._loop.run(attach, timeout=connect_timeout_s * 3)
+            executor.attached_s = time.perf_counter() - start
         except BaseException as exc:
             executor.close()
             if isinstance(exc, concurrent.futures.TimeoutError | TimeoutError):

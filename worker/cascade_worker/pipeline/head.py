@@ -40,6 +40,8 @@ from cascade_worker.transport.env import stop_notifier, use_notifier_thread
 if TYPE_CHECKING:
     import torch
 
+log = logging.getLogger(__name__)
+
 
 def head_engine(
     store: BlockStore,
@@ -74,7 +76,9 @@ def head_engine(
         device=device,
         dtype=dtype,
     )
+    t0 = time.perf_counter()
     head = StageModel.load(store, config, 0, end, cache, device=device, dtype=dtype)
+    t1 = time.perf_counter()
     executor = PipelineExecutor.connect(
         head,
         stages,
@@ -95,6 +99,12 @@ def head_engine(
     except Exception:
         executor.close()
         raise
+    t2 = time.perf_counter()
+    log.info(
+        "head over %d stage(s) built: layers [0, %d) and KV cache in %.3f s, stages "
+        "attached in %.3f s, engine in %.3f s", len(stages), end, t1 - t0,
+        executor.attached_s, t2 - t1 - executor.attached_s,
+    )  # fmt: skip
     return engine, executor
 
 

@@ -107,6 +107,11 @@ class StageServer:
     def address(self) -> str:
         return self._server.address
 
+    @property
+    def attached(self) -> bool:
+        """A head's session is open."""
+        return self._session is not None
+
     async def start(self) -> StageServer:
         await self._server.start()
         return self

@@ -38,6 +38,13 @@ from cascade_worker.serving.stream import InFlight, RequestStream
 
 log = logging.getLogger(__name__)
 
+
+def handed_back(chunk: GenerateChunk) -> GenerateChunk:
+    """A failed request's final chunk as a hand-back (its tokens so far stand)."""
+    why = f"migrate: {chunk.error or 'step failed'}"
+    return chunk.model_copy(update={"finish_reason": FinishReason.MIGRATE, "error": why})
+
+
 STOP_TIMEOUT_S = 30.0  # longest a step may keep stop() waiting (a long prefill)
 T = TypeVar("T")
 
@@ -55,6 +62,9 @@ class AsyncEngine:
         # died): checked whenever admission or health is read, so nothing polls.
         self.health: Callable[[], str | None] | None = None
         self.last_failure: str | None = None  # the last failed step, for status
+        # Hand back (MIGRATE) instead of failing the requests of a step that failed: a
+        # pipeline head whose stage died; the gateway resumes them on another instance.
+        self.hand_back_failures = False
         self._thread: EngineThread | None = None
         self._stats = EngineStats(
             waiting=0, running=0, max_batch=1, kv_cache_usage=0.0, max_model_len=0
@@ -235,6 +245,10 @@ class AsyncEngine:
 
     def _on_step(self, chunks: list[GenerateChunk], stats: EngineStats, at: float) -> None:
         self._stats = stats
+        if self.hand_back_failures:
+            chunks = [
+                handed_back(c) if c.finish_reason == FinishReason.ERROR else c for c in chunks
+            ]
         if self.autoscaler is not None:  # those that finished in the step ran in it too
             ran = max(stats.running, sum(1 for c in chunks if c.token_ids))
             self.autoscaler.window.step(
@@ -252,7 +266,10 @@ class AsyncEngine:
 
     def _on_failure(self, request_ids: list[str], why: str) -> None:
         self.last_failure = why
-        self._requests.end(request_ids, FinishReason.ERROR, why)
+        if self.hand_back_failures:
+            self._requests.migrate(request_ids, f"migrate: {why}")
+        else:
+            self._requests.end(request_ids, FinishReason.ERROR, why)
 
     def _on_exit(self, error: str | None) -> None:
         self.stopped = True

@@ -109,7 +109,7 @@ class LiveScaleUp:
         if seat is not None and not self.target:
             self.joined = True
             self.spawn(self._join(seat, time.time()))
-        return NodeHooks(self._on_layers, self._on_result, self._on_end)
+        return NodeHooks(self._on_layers, self._on_result, self._on_transfer_end)
 
     # -- forming --------------------------------------------------------------------------
 
@@ -138,7 +138,7 @@ class LiveScaleUp:
         assert role is not None
         role.covered_at = covered_at
         if await serving.start_stage(store, serving.options()) and role.server is not None:
-            role.server.on_session_end = self._on_end
+            role.server.on_session_end = self._end_stage
             log.info("live scale-up: stage %s of %s listens", list(seat.layers), seat.members)
 
     async def _head(self, seat: Seat, covered_at: float) -> None:
@@ -147,6 +147,7 @@ class LiveScaleUp:
         if found is None:
             return
         addresses, stages_covered = found
+        listening = time.time()
         store = serving.claim(seat.layers)
         ok = await serving.start_head(store, serving.options(), seat.layers[1], addresses)
         head = serving.head
@@ -155,8 +156,10 @@ class LiveScaleUp:
         head.covered_at = max([covered_at, *stages_covered])
         head.serving_at = time.time()
         log.info(
-            "live scale-up: pipeline %s serves, %.3f s after its blocks covered the model",
-            seat.members, head.serving_at - head.covered_at,
+            "live scale-up: pipeline %s serves, %.3f s after its blocks covered the model "
+            "(stages found listening after %.3f s, head engine built in %.3f s)",
+            seat.members, head.serving_at - head.covered_at, listening - head.covered_at,
+            head.serving_at - listening,
         )  # fmt: skip
 
     async def _stages_listening(self, pods: Sequence[str]) -> tuple[list[str], list[float]] | None:
@@ -198,12 +201,18 @@ class LiveScaleUp:
 
     # -- dissolving -----------------------------------------------------------------------
 
-    def _on_end(self) -> None:
-        """Its head left (or the transfer is over, so every head has completed or
-        failed): the stage has done its part."""
+    def _end_stage(self) -> None:
+        """Its head left: the stage has done its part."""
         if self.stage is not None and self.serving.stage is self.stage:
             self.stage = None
             self.spawn(self.serving.end_stage())
+
+    def _on_transfer_end(self) -> None:
+        """Every target completed or failed: a stage no head uses has no more part (one
+        that a head still uses ends when that head leaves, on its own completion)."""
+        server = self.stage.server if self.stage is not None else None
+        if server is None or not server.attached:
+            self._end_stage()
 
     def _on_result(self, result: NodeResult) -> None:
         if self.target and not result.missing:

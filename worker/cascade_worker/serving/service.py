@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cascade_protocol.load import LoadReport
-from cascade_protocol.status import EnginePhase, ServingMode, WorkerPhase, WorkerStatus
+from cascade_protocol.status import EnginePhase, WorkerPhase
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control_errors import RequestError
 from cascade_worker.control_state import WorkerState
@@ -136,6 +136,7 @@ class Serving:
             core, head = await asyncio.to_thread(build)
             engine = AsyncEngine(core, queue_limit=self.config.queue_limit, metrics=self.metrics)
             engine.health = head.broken if head is not None else None
+            engine.hand_back_failures = head is not None
             await engine.start()
         except Exception as exc:
             log.exception("engine start failed")
@@ -200,6 +201,7 @@ class Serving:
             head.switching = False
         if self.head is head:
             self.head = None
+            engine.hand_back_failures = False
         log.info("left the pipeline: running all %d layers here", full.end)
         return True
 
@@ -264,21 +266,6 @@ class Serving:
             return "awaiting weights"
         return f"engine {self.phase}" + (f": {error}" if error else "")
 
-    @property
-    def mode(self) -> ServingMode:
-        if self.head is not None:
-            return ServingMode.HEAD
-        if self.engine is not None and not self.engine.stopped:
-            return ServingMode.LOCAL
-        if self.stage is not None:
-            return ServingMode.STAGE
-        node = self.state.node
-        return (
-            ServingMode.LOADING
-            if node is not None and not node.role.is_source
-            else ServingMode.IDLE
-        )
-
     def load_now(self) -> LoadNow:
         return self.engine.load_now() if self.engine is not None else LoadNow()
 
@@ -290,24 +277,3 @@ class Serving:
             return LoadReport(instance=instance, model=model, ready=False)
         report = self.engine.load_report(instance=instance, model=model, ready=ready)
         return report.model_copy(update={"layers": self.layers})
-
-    def status(self, status: WorkerStatus) -> WorkerStatus:
-        """`status` with how the engine (or pipeline stage) serves."""
-        engine, phase = self.engine, self.phase
-        return status.model_copy(
-            update={
-                "serving": phase == EnginePhase.SERVING,
-                "draining": phase == EnginePhase.DRAINING,
-                "engine": phase,
-                "engine_error": (engine.failure or engine.last_failure if engine else None)
-                or self.error,
-                "max_batch": engine.max_batch if engine else 0,
-                "max_model_len": engine.max_model_len if engine else 0,
-                "running": engine.running if engine else 0,
-                "waiting": engine.waiting if engine else 0,
-                "layers": self.layers,
-                "pipeline": self.head.describe() if self.head is not None else None,
-                "stage": self.stage.describe() if self.stage is not None else None,
-                "mode": self.mode,
-            }
-        )

@@ -1,0 +1,207 @@
+"""Issue 11, acceptance 2 on the local cluster: a 1 -> 4 scale-up serves while it loads.
+
+A one-replica ModelDeployment (liveScaling on, the default) streams its weights to three
+new pods along one chain, each sender paced to RATE_MBIT (spec.multicast.rateMbit) so
+the transfer lasts long enough to watch: 4 blocks of the example model at 0.5 MB/s,
+about 14 s. The plan pairs the source with the first target (planner pipelines.py):
+once that target holds the first half of the layers it heads an execution pipeline
+whose last stage is the source, and the gateway routes to it while no target holds
+the whole model yet. As the targets complete they serve alone; the head switches to
+local execution (KV recomputed) and hands back all but its share of the requests in
+flight, which the gateway resumes on the others. Requests arrive steadily from the
+scale-up on; every one must finish with the tokens the same request gets from one
+instance (run first, before the scale-up).
+
+The test samples every worker's GET /v1/status while it runs and prints who served
+what: the head's `running` count while the targets' `blocksLoaded` are short of the
+total is the evidence that a pipeline served before any target held the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import pytest
+from integration_helpers import Namespace, http, model_deployment, namespace_with_operator
+
+from cascade_api.constants import WORKER_PORT
+from cascade_dev.testing import DevCluster, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+MD = "live"
+RATE_MBIT = 4
+REQUESTS = 100
+EVERY_S = 0.3  # one new request this often from the scale-up on: 30 s of arrivals
+MAX_TOKENS = 160
+
+
+@dataclass
+class Sample:
+    at: float
+    pod: str
+    mode: str
+    blocks: int
+    total: int
+    running: int
+    stage: list[int] | None
+
+
+@dataclass
+class Run:
+    texts: dict[int, str] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def one(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Namespace]:
+    log_dir = tmp_path_factory.mktemp("live")
+    with namespace_with_operator(dev_cluster, "cascade-live", log_dir) as ns:
+        manifest = model_deployment(
+            MD, 1, multicast={"strategy": "chain", "blocks": 4, "rateMbit": RATE_MBIT}
+        )
+        ns.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+        wait_for("1 ready worker", lambda: len(ns.ready_pods(MD)) == 1, timeout=180)
+        yield ns
+        print((log_dir / "operator.log").read_text()[-3000:])
+
+
+def statuses(ns: Namespace) -> dict[str, dict[str, Any]]:
+    out = {}
+    for pod in ns.worker_pods(MD):
+        ip = pod["status"].get("podIP")
+        if not ip:
+            continue
+        try:
+            code, doc = http("GET", f"http://{ip}:{WORKER_PORT}/v1/status")
+        except OSError:
+            continue
+        if code == 200:
+            out[pod["metadata"]["name"]] = doc
+    return out
+
+
+async def complete(http_: aiohttp.ClientSession, url: str, i: int, run: Run) -> None:
+    body = {
+        "model": MD,
+        "prompt": f"Request {i}: live scaling",
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+        "ignore_eos": True,
+    }
+    try:
+        async with http_.post(f"{url}/v1/completions", json=body) as resp:
+            doc = await resp.json(content_type=None)
+            if resp.status != 200:
+                run.errors[i] = f"HTTP {resp.status}: {doc}"
+                return
+            choice = doc["choices"][0]
+            if (
+                choice["finish_reason"] != "length"
+                or doc["usage"]["completion_tokens"] != MAX_TOKENS
+            ):
+                run.errors[i] = f"finished {choice['finish_reason']} {doc['usage']}"
+            run.texts[i] = choice["text"]
+    except Exception as exc:
+        run.errors[i] = repr(exc)
+
+
+async def send_all(url: str, every_s: float, run: Run) -> None:
+    timeout = aiohttp.ClientTimeout(total=300)
+    async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0)) as s:
+        tasks = []
+        for i in range(REQUESTS):
+            tasks.append(asyncio.create_task(complete(s, url, i, run)))
+            if every_s:
+                await asyncio.sleep(every_s)
+        await asyncio.gather(*tasks)
+
+
+async def watched(ns: Namespace, work: Awaitable[None], run: Run) -> None:
+    """`work`, with every worker's status sampled until it is done."""
+    t0 = time.monotonic()
+    task = asyncio.ensure_future(work)
+    while not task.done():
+        await sample(ns, t0, run)
+    await task
+
+
+async def sample(ns: Namespace, t0: float, run: Run) -> None:
+    found = await asyncio.to_thread(statuses, ns)
+    at = time.monotonic() - t0
+    for pod, doc in sorted(found.items()):
+        stage = (doc.get("stage") or {}).get("layers")
+        run.samples.append(
+            Sample(
+                at, pod, doc["mode"], doc["blocksLoaded"], doc["blocksTotal"], doc["running"], stage
+            )
+        )
+    await asyncio.sleep(0.2)
+
+
+def test_scale_1_to_4_serves_through_a_pipeline_before_any_target_completes(
+    dev_cluster: DevCluster, one: Namespace
+) -> None:
+    ns = one
+    urls: list[str] = []
+
+    def gateway_up() -> bool:
+        try:
+            urls.append(dev_cluster.url(f"{ns.ns}/{MD}-gateway"))
+        except AssertionError:
+            return False
+        return True
+
+    wait_for("the gateway's endpoint", gateway_up, timeout=120)
+    url = urls[-1]
+    source = ns.ready_pods(MD)[0]["metadata"]["name"]
+    reference = Run()
+    asyncio.run(send_all(url, 0.0, reference))
+    assert reference.errors == {}, list(reference.errors.items())[:3]
+
+    live = Run()
+
+    async def scale_and_send() -> None:
+        await asyncio.to_thread(ns.kubectl, "scale", f"md/{MD}", "--replicas=4")
+        await watched(ns, send_all(url, EVERY_S, live), live)
+
+    asyncio.run(scale_and_send())
+    wait_for(
+        "4 workers serving alone (the pipeline dissolved)",
+        lambda: (
+            sorted(d["mode"] for d in statuses(ns).values()) == ["local"] * 4
+            and all(d["stage"] is None for d in statuses(ns).values())
+        ),
+        timeout=120,
+    )
+    timeline = sorted(live.samples, key=lambda s: (s.at, s.pod))
+    for s in timeline:
+        print(
+            f"{s.at:6.1f}s {s.pod:>10} {s.mode:8} blocks {s.blocks}/{s.total} "
+            f"running {s.running} stage {s.stage}"
+        )
+    # Served by a pipeline before any target held the whole model: at one sampling
+    # round, a head had requests running while every target was short of blocks.
+    rounds: dict[float, list[Sample]] = {}
+    for s in timeline:
+        rounds.setdefault(round(s.at, 1), []).append(s)
+    early = [
+        (at, [s.pod for s in group if s.mode == "head" and s.running > 0])
+        for at, group in rounds.items()
+        if any(s.mode == "head" and s.running > 0 for s in group)
+        and all(s.blocks < s.total for s in group if s.pod != source)
+    ]
+    assert early, "no request ran on a pipeline head before a target completed"
+    print(f"pipeline served before any target completed: {early[:3]}")
+    stages = {s.pod for s in timeline if s.stage is not None}
+    assert source in stages  # the source ran the pipeline's last layers
+    assert live.errors == {}, list(live.errors.items())[:3]
+    differ = [i for i in range(REQUESTS) if live.texts.get(i) != reference.texts.get(i)]
+    assert differ == [], differ[:5]
