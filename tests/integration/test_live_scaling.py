@@ -202,6 +202,12 @@ def test_scale_1_to_4_serves_through_a_pipeline_before_any_target_completes(
     print(f"pipeline served before any target completed: {early[:3]}")
     stages = {s.pod for s in timeline if s.stage is not None}
     assert source in stages  # the source ran the pipeline's last layers
+    # The ScalePlan's status followed it: formed, served, dissolved (bench burst
+    # measures the serving delay; printed here).
+    (plan,) = json.loads(ns.kubectl("get", "sp", "-o", "json"))["items"]
+    shown = plan["status"].get("pipelines", [])
+    print(f"status.pipelines: {shown}; printer column: {plan['status'].get('pipelineSummary')}")
+    assert [p["state"] for p in shown] == ["Dissolved"], shown
     assert live.errors == {}, list(live.errors.items())[:3]
     differ = [i for i in range(REQUESTS) if live.texts.get(i) != reference.texts.get(i)]
     assert differ == [], differ[:5]

@@ -21,7 +21,7 @@ from cascade_planner.topology import BYTES_PER_MBIT, send_capped
 from cascade_protocol.control import TransferRequest
 from cascade_worker.control import paced
 from cascade_worker.multicast.runner import NodeOptions
-from cascade_worker.serving.live import Seat, covers, seat_for, stage_address
+from cascade_worker.serving.live_plan import Seat, covers, seat_for, stage_address
 
 BLOCKS = [
     Block(index=i, layer_start=2 * i, layer_end=2 * i + 2, bytes=8_000_000, checksum="x")

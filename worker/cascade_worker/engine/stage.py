@@ -33,14 +33,20 @@ from cascade_worker.engine.weights import StageWeights, load_stage_weights
 
 class StageModel:
     def __init__(
-        self, config: ModelConfig, weights: StageWeights, cache: CacheConfig, device: torch.device
+        self,
+        config: ModelConfig,
+        weights: StageWeights,
+        cache: CacheConfig,
+        device: torch.device,
+        kv: KVCache | None = None,
     ) -> None:
+        """`kv`: a cache allocated ahead (a live scale-up's head), of this geometry."""
         self.config = config
         self.weights = weights
         self.start, self.end = weights.start, weights.end
         self.device = device
         self.dtype = weights.layers[0].q.dtype
-        self.cache = KVCache(
+        self.cache = kv or KVCache(
             self.end - self.start,
             cache,
             config.kv_heads,
@@ -48,6 +54,8 @@ class StageModel:
             dtype=self.dtype,
             device=device,
         )
+        if self.cache.config != cache or len(self.cache.k) != self.end - self.start:
+            raise ValueError("the KV cache given does not fit this stage")
 
     @classmethod
     def load(
@@ -60,10 +68,11 @@ class StageModel:
         *,
         device: torch.device | str = "cpu",
         dtype: torch.dtype | None = None,
+        kv: KVCache | None = None,
     ) -> StageModel:
         device = torch.device(device)
         weights = load_stage_weights(source, config, start, end, device=device, dtype=dtype)
-        return cls(config, weights, cache, device)
+        return cls(config, weights, cache, device, kv)
 
     @property
     def is_first(self) -> bool:

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import time
-import uuid
 from collections.abc import Sequence
 
 import torch
@@ -34,9 +32,8 @@ from cascade_worker.engine.engine import LLMEngine
 from cascade_worker.engine.executor import LocalExecutor
 from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.engine.stage import StageModel
-from cascade_worker.pipeline.chain import PipelineError, StageChain, StageInfo
-from cascade_worker.pipeline.frames import model_fingerprint
-from cascade_worker.pipeline.loop import LoopThread, shared_loop
+from cascade_worker.pipeline.attach import AttachedStages, attach_stages
+from cascade_worker.pipeline.chain import PipelineError, StageInfo
 from cascade_worker.pipeline.microbatch import split_batch, split_sizes
 
 __all__ = ["DEFAULT_MIN_MICRO_BATCH_TOKENS", "PipelineError", "PipelineExecutor"]
@@ -55,39 +52,36 @@ class PipelineExecutor:
     def __init__(
         self,
         head: StageModel,
-        stages: Sequence[str],
+        attached: AttachedStages | None,
         *,
         micro_batches: int | None = None,
         min_micro_batch_tokens: int = DEFAULT_MIN_MICRO_BATCH_TOKENS,
         step_timeout_s: float = 30.0,
-        connect_timeout_s: float = 10.0,
-        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        """Over `attached` stages (attach.py); None when the head runs the whole model."""
         if not head.is_first:
             raise ValueError(f"the head must run the first layers, not [{head.start}, {head.end})")
-        if head.is_last and stages:
+        if head.is_last and attached is not None:
             raise ValueError("the head runs the whole model; a pipeline needs no stages")
-        if not head.is_last and not stages:
+        if not head.is_last and attached is None:
             raise ValueError(f"the head runs [0, {head.end}); stages must run the rest")
+        if attached is not None:
+            if attached.first_layer != head.end:
+                raise ValueError(
+                    f"the stages continue at layer {attached.first_layer}, the head ends at "
+                    f"{head.end}"
+                )
+            if attached.chain.cache != head.cache.config:
+                raise ValueError("the stages were attached with another KV cache geometry")
         self.head = head
-        self.micro_batches = micro_batches or len(stages) + 1
+        self._attached = attached
+        stages = len(attached.chain.stages) if attached is not None else 0
+        self.micro_batches = micro_batches or stages + 1
         self.min_micro_batch_tokens = min_micro_batch_tokens
         self.step_timeout_s = step_timeout_s
-        self.connect_timeout_s = connect_timeout_s
-        self.session = uuid.uuid4().hex[:12]
-        # The loop all this pipeline's connections live on (see loop.py for which one).
-        self._loop = shared_loop() if loop is None else LoopThread(loop=loop)
-        self._chain = StageChain(
-            self.session,
-            stages,
-            model=model_fingerprint(head.config),
-            cache=head.cache.config,
-            device=head.device,
-            connect_timeout_s=connect_timeout_s,
-        )
+        self.attached_s = attached.attached_s if attached is not None else 0.0
         self._closed = False
         self.steps_run = 0  # execute() calls that went through the stages
-        self.attached_s = 0.0  # how long attaching the stages took
         self.micro_batches_run = 0
 
     @classmethod
@@ -102,51 +96,44 @@ class PipelineExecutor:
         connect_timeout_s: float = 10.0,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> PipelineExecutor:
-        """Attach every stage (blocking; not from `loop`'s thread); PipelineError naming
-        the stage that failed. Without `loop` the process's shared pipeline loop is used."""
-        executor = cls(
+        """Attach every stage (blocking; not from `loop`'s thread) and run over them;
+        PipelineError naming the stage that failed (attach.py: the shared loop when
+        `loop` is None)."""
+        attached = None
+        if stages:
+            attached = attach_stages(
+                head.config, head.cache.config, head.device, stages, head.end,
+                connect_timeout_s=connect_timeout_s, loop=loop,
+            )  # fmt: skip
+        return cls(
             head,
-            stages,
+            attached,
             micro_batches=micro_batches,
             min_micro_batch_tokens=min_micro_batch_tokens,
             step_timeout_s=step_timeout_s,
-            connect_timeout_s=connect_timeout_s,
-            loop=loop,
         )
-        if not stages:
-            return executor
-        start = time.perf_counter()
-        try:
-            attach = executor._chain.attach(head.end, head.config.num_layers)
-            executor._loop.run(attach, timeout=connect_timeout_s * 3)
-            executor.attached_s = time.perf_counter() - start
-        except BaseException as exc:
-            executor.close()
-            if isinstance(exc, concurrent.futures.TimeoutError | TimeoutError):
-                raise PipelineError("attaching the pipeline stages timed out") from exc
-            raise
-        return executor
 
     @property
     def stages(self) -> list[StageInfo]:
-        return self._chain.stages
+        return self._attached.chain.stages if self._attached is not None else []
 
     @property
     def error(self) -> PipelineError | None:
         """Why the pipeline broke (or "closed"); None while it works."""
-        return self._chain.error
+        return self._attached.chain.error if self._attached is not None else None
 
     def close(self) -> None:
         """Detach from every stage (they drop this session's KV cache) and stop. From the
         loop's own thread (a borrowed loop) the detach is scheduled instead of awaited."""
-        if self._closed:
+        attached = self._attached
+        if self._closed or attached is None:
+            self._closed = True
             return
         self._closed = True
-        if self._loop.is_current():
-            self._loop.loop.create_task(self._chain.detach())
+        if attached.loop.is_current():
+            attached.loop.loop.create_task(attached.chain.detach())
             return
-        with contextlib.suppress(Exception):
-            self._loop.run(self._chain.detach(), timeout=10)
+        attached.close()
 
     # -- the Executor protocol --------------------------------------------------------------
 
@@ -157,13 +144,14 @@ class PipelineExecutor:
     def execute(self, batch: StageBatch) -> torch.Tensor:
         if self.error is not None:
             raise self.error
-        if not self.stages:
+        attached = self._attached
+        if attached is None:
             return self.head.forward(batch)
         sizes = split_sizes(batch.num_new, self.micro_batches, self.min_micro_batch_tokens)
         waits = []
         for piece in split_batch(batch, sizes):
             hidden = self.head.forward(piece)
-            waits.append(self._loop.submit(self._chain.submit(piece, hidden)))
+            waits.append(attached.loop.submit(attached.chain.submit(piece, hidden)))
         deadline = time.monotonic() + self.step_timeout_s
         outs = [self._result(w, deadline) for w in waits]
         self.steps_run += 1
@@ -178,7 +166,8 @@ class PipelineExecutor:
         except concurrent.futures.TimeoutError:
             last = self.stages[-1]
             error = PipelineError(f"no result from {last} within {self.step_timeout_s:.0f} s")
-            self._loop.call_soon(self._chain.fail, error)
+            assert self._attached is not None
+            self._attached.loop.call_soon(self._attached.chain.fail, error)
             raise error from None
 
     # -- mode switch ------------------------------------------------------------------------

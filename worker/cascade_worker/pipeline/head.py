@@ -22,25 +22,85 @@ import random
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import torch
 
 from cascade_protocol.generate import GenerateRequest, SamplingParams
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.engine import LLMEngine
+from cascade_worker.engine.kv_blocks import CacheConfig
+from cascade_worker.engine.kv_cache import KVCache
 from cascade_worker.engine.scheduler import DEFAULT_PREFILL_BUDGET
 from cascade_worker.engine.sizing import DEFAULT_BLOCK_SIZE, cache_config, context_length
 from cascade_worker.engine.stage import StageModel
 from cascade_worker.engine.tokenizer import EngineTokenizer
+from cascade_worker.engine.weights import compute_dtype
+from cascade_worker.pipeline.attach import AttachedStages, attach_stages
 from cascade_worker.pipeline.executor import DEFAULT_MIN_MICRO_BATCH_TOKENS, PipelineExecutor
 from cascade_worker.pipeline.stage import parse_layers
 from cascade_worker.transport.env import stop_notifier, use_notifier_thread
 
-if TYPE_CHECKING:
-    import torch
-
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class PreparedHead:
+    """What a head needs besides its weights, made ahead (a live scale-up's head does
+    this while its blocks arrive, attach.py): cache geometry, KV cache, attached stages."""
+
+    config: ModelConfig
+    max_model_len: int
+    cache: CacheConfig
+    kv: KVCache
+    attached: AttachedStages | None
+    seconds: float  # how long preparing took
+
+    def close(self) -> None:
+        """Detach the stages if no engine took them (blocking)."""
+        if self.attached is not None:
+            self.attached.close()
+
+
+def prepare_head(
+    hf_config: dict[str, Any],
+    end: int,
+    stages: Sequence[str],
+    *,
+    max_batch: int = 8,
+    max_model_len: int | None = None,
+    kv_cache_tokens: int | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    connect_timeout_s: float = 10.0,
+    device: str = "cpu",
+    dtype: torch.dtype | None = None,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> PreparedHead:
+    """Size and allocate the head's KV cache of layers [0, end) and attach `stages`
+    (blocking). Context and KV cache are sized as for a one-process engine
+    (engine/sizing.py): the stages copy the head's cache geometry, and so does the
+    whole model after a switch to local execution."""
+    start = time.perf_counter()
+    config = ModelConfig.from_hf(hf_config)
+    max_model_len = context_length(config, max_model_len)
+    cache = cache_config(
+        config, max_batch=max_batch, max_model_len=max_model_len, block_size=block_size,
+        kv_cache_tokens=kv_cache_tokens, device=device, dtype=dtype,
+    )  # fmt: skip
+    torch_device = torch.device(device)
+    kv = KVCache(
+        end, cache, config.kv_heads, config.head_dim,
+        dtype=dtype or compute_dtype(config, torch_device), device=torch_device,
+    )  # fmt: skip
+    attached = None
+    if stages:
+        attached = attach_stages(
+            config, cache, torch_device, stages, end, connect_timeout_s=connect_timeout_s, loop=loop
+        )
+    return PreparedHead(config, max_model_len, cache, kv, attached, time.perf_counter() - start)
 
 
 def head_engine(
@@ -59,51 +119,41 @@ def head_engine(
     device: str = "cpu",
     dtype: torch.dtype | None = None,
     loop: asyncio.AbstractEventLoop | None = None,
+    prepared: PreparedHead | None = None,
 ) -> tuple[LLMEngine, PipelineExecutor]:
-    """An engine running layers [0, end) here and the rest on `stages`, in order.
-
-    Context and KV cache are sized as for a one-process engine (engine/sizing.py): the
-    stages copy the head's cache geometry, and so does the whole model after a switch
-    to local execution."""
-    config = ModelConfig.from_hf(store.manifest.config)
-    max_model_len = context_length(config, max_model_len)
-    cache = cache_config(
-        config,
-        max_batch=max_batch,
-        max_model_len=max_model_len,
-        block_size=block_size,
-        kv_cache_tokens=kv_cache_tokens,
-        device=device,
-        dtype=dtype,
-    )
+    """An engine running layers [0, end) here and the rest on `stages`, in order; over
+    `prepared` (prepare_head, made with the same arguments) when given."""
+    if prepared is None:
+        prepared = prepare_head(
+            store.manifest.config, end, stages, max_batch=max_batch, max_model_len=max_model_len,
+            kv_cache_tokens=kv_cache_tokens, block_size=block_size, device=device, dtype=dtype,
+            loop=loop,
+        )  # fmt: skip
+    config, cache = prepared.config, prepared.cache
     t0 = time.perf_counter()
-    head = StageModel.load(store, config, 0, end, cache, device=device, dtype=dtype)
-    t1 = time.perf_counter()
-    executor = PipelineExecutor.connect(
-        head,
-        stages,
-        micro_batches=micro_batches,
-        min_micro_batch_tokens=min_micro_batch_tokens,
-        step_timeout_s=step_timeout_s,
-        loop=loop,
-    )
     try:
+        head = StageModel.load(
+            store, config, 0, end, cache, device=device, dtype=dtype, kv=prepared.kv
+        )
+        executor = PipelineExecutor(
+            head, prepared.attached, micro_batches=micro_batches,
+            min_micro_batch_tokens=min_micro_batch_tokens, step_timeout_s=step_timeout_s,
+        )  # fmt: skip
         engine = LLMEngine(
             config,
             executor,
             EngineTokenizer.from_extras(store.manifest.extras),
             max_batch=max_batch,
-            max_model_len=max_model_len,
+            max_model_len=prepared.max_model_len,
             prefill_budget=prefill_budget,
         )
     except Exception:
-        executor.close()
+        prepared.close()
         raise
-    t2 = time.perf_counter()
     log.info(
-        "head over %d stage(s) built: layers [0, %d) and KV cache in %.3f s, stages "
-        "attached in %.3f s, engine in %.3f s", len(stages), end, t1 - t0,
-        executor.attached_s, t2 - t1 - executor.attached_s,
+        "head over %d stage(s): prepared (KV cache, stages attached) in %.3f s, then "
+        "layers [0, %d) and engine in %.3f s", len(stages), prepared.seconds, end,
+        time.perf_counter() - t0,
     )  # fmt: skip
     return engine, executor
 

@@ -9,10 +9,12 @@ the API server adds its own latency, while a pipeline must serve within 0.5 s of
 covering blocks landing. So:
 
 - a stage listens as soon as it holds its layers' blocks;
-- the head, as soon as it holds its own, asks its stages (GET /v1/status, every POLL_S)
-  until each listens, then starts its engine over them: it takes requests, and the
-  gateway routes to it like to any instance. A stage that already holds the whole
-  model serves alone instead (the pipeline has no point), and so does the head then;
+- the head, from the start of the transfer, asks its stages (GET /v1/status, every
+  POLL_S) until each listens, and then prepares everything but its weights: its KV
+  cache, and the stages attached (each sizes its own cache then). When its own blocks
+  land it only maps them and starts its engine; it takes requests, and the gateway
+  routes to it like to any instance. A stage that already serves alone (without a
+  stage role) means no pipeline, and the head serves alone once complete;
 - once a target holds every block it serves alone (no serve order needed): a stage
   starts its own engine beside its stage server and ends the stage when its head leaves;
   the head switches to local execution (running requests recompute their KV cache),
@@ -21,8 +23,9 @@ covering blocks landing. So:
   tokens, on the least loaded instances: the members that just started. None restarts
   from scratch and none is lost.
 
-A head whose pipeline breaks (a stage died) fails its requests in flight (the engine
-does that); it serves alone again once its own blocks are complete.
+A head whose pipeline breaks (a stage died) hands its requests in flight back for the
+gateway to resume elsewhere and takes no more; it serves alone once its own blocks are
+complete (the switch to local execution heals it).
 """
 
 from __future__ import annotations
@@ -33,18 +36,21 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from cascade_api.scaleplan import ScalePlanSpec
 from cascade_protocol.control import TransferRequest
 from cascade_protocol.status import STATUS_PATH, ServingMode, WorkerStatus
 from cascade_worker.control import NodeHooks
 from cascade_worker.control_errors import RequestError
 from cascade_worker.multicast.result import NodeResult
-from cascade_worker.serving.pipeline import StageRole
+from cascade_worker.serving.live_plan import Seat, covers, seat_for, stage_address
+from cascade_worker.serving.pipeline import StageRole, prepare_head
 from cascade_worker.serving.service import Serving
+
+if TYPE_CHECKING:
+    from cascade_worker.pipeline.head import PreparedHead
 
 log = logging.getLogger(__name__)
 
@@ -55,37 +61,12 @@ HTTP_TIMEOUT = aiohttp.ClientTimeout(total=2)
 
 
 @dataclass(frozen=True)
-class Seat:
-    """This worker's place in one of a plan's execution pipelines."""
+class Prepared:
+    """A head ready to start the moment its own blocks land."""
 
-    members: tuple[str, ...]  # pods in layer order; the first is the head
-    position: int
-    layers: tuple[int, int]  # half-open decoder-layer range it runs
-
-    @property
-    def is_head(self) -> bool:
-        return self.position == 0
-
-
-def seat_for(plan: ScalePlanSpec, me: str) -> Seat | None:
-    """The pipeline `me` takes part in, if any (pure)."""
-    for pipeline in plan.execution_pipelines:
-        pods = tuple(s.pod for s in pipeline.stages)
-        for i, stage in enumerate(pipeline.stages):
-            if stage.pod == me:
-                return Seat(pods, i, (stage.layer_start, stage.layer_end))
-    return None
-
-
-def covers(ranges: Sequence[tuple[int, int]], layers: tuple[int, int]) -> bool:
-    """Does one of the held runs `ranges` contain `layers`?"""
-    return any(a <= layers[0] and layers[1] <= b for a, b in ranges)
-
-
-def stage_address(peer_data: str, listening: str) -> str:
-    """A stage's pipeline address as the head reaches it: the host the plan's peers map
-    gives (a worker bound to every interface reports 0.0.0.0), the port it listens on."""
-    return f"{peer_data.rpartition(':')[0]}:{listening.rpartition(':')[2]}"
+    addresses: list[str]  # its stages', in layer order
+    stages_covered: float  # wall time the last stage held its layers
+    head: PreparedHead
 
 
 class LiveScaleUp:
@@ -102,13 +83,18 @@ class LiveScaleUp:
         self.target = self.me in req.plan.targets
         self.joined = False
         self.stage: StageRole | None = None  # the stage this scale-up made this worker
+        # A head's preparation (KV cache, stages attached), started with the transfer.
+        self.preparing: asyncio.Task[Prepared | None] | None = None
 
     def hooks(self) -> NodeHooks:
-        """The node's hooks; a source's seat (a last stage) is taken at once."""
+        """The node's hooks; a source's seat (a last stage) is taken at once, and a
+        head starts preparing (everything but its weights) at once."""
         seat = self.seat
         if seat is not None and not self.target:
             self.joined = True
             self.spawn(self._join(seat, time.time()))
+        elif seat is not None and seat.is_head:
+            self.preparing = asyncio.ensure_future(self._prepare(seat))
         return NodeHooks(self._on_layers, self._on_result, self._on_transfer_end)
 
     # -- forming --------------------------------------------------------------------------
@@ -141,25 +127,45 @@ class LiveScaleUp:
             role.server.on_session_end = self._end_stage
             log.info("live scale-up: stage %s of %s listens", list(seat.layers), seat.members)
 
-    async def _head(self, seat: Seat, covered_at: float) -> None:
-        serving = self.serving
+    async def _prepare(self, seat: Seat) -> Prepared | None:
+        """Once the stages listen: the head's KV cache and its stages attached (on a
+        thread), while its own blocks still arrive; None if no pipeline will form."""
         found = await self._stages_listening(seat.members[1:])
-        if found is None:
-            return
+        store = self.serving.state.current_store()
+        if found is None or store is None:  # the store exists once the stages listen
+            return None
         addresses, stages_covered = found
-        listening = time.time()
+        serving = self.serving
+        loop = asyncio.get_running_loop()
+        config, end = store.manifest.config, seat.layers[1]
+        try:
+            prepared = await asyncio.to_thread(
+                prepare_head, config, serving.options(), end, addresses, loop
+            )
+        except Exception:
+            log.exception("live scale-up: preparing the head of %s failed", seat.members)
+            return None
+        return Prepared(addresses, max(stages_covered, default=0.0), prepared)
+
+    async def _head(self, seat: Seat, covered_at: float) -> None:
+        serving, preparing = self.serving, self.preparing
+        ready = await preparing if preparing is not None else None
+        if ready is None:
+            return
         store = serving.claim(seat.layers)
-        ok = await serving.start_head(store, serving.options(), seat.layers[1], addresses)
+        started = time.time()
+        ok = await serving.start_head(
+            store, serving.options(), seat.layers[1], ready.addresses, ready.head
+        )
         head = serving.head
         if not ok or head is None:
             return
-        head.covered_at = max([covered_at, *stages_covered])
+        head.covered_at = max(covered_at, ready.stages_covered)
         head.serving_at = time.time()
         log.info(
             "live scale-up: pipeline %s serves, %.3f s after its blocks covered the model "
-            "(stages found listening after %.3f s, head engine built in %.3f s)",
-            seat.members, head.serving_at - head.covered_at, listening - head.covered_at,
-            head.serving_at - listening,
+            "(prepared in %.3f s before; started in %.3f s)", seat.members,
+            head.serving_at - head.covered_at, ready.head.seconds, head.serving_at - started,
         )  # fmt: skip
 
     async def _stages_listening(self, pods: Sequence[str]) -> tuple[list[str], list[float]] | None:
@@ -169,7 +175,10 @@ class LiveScaleUp:
         async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http:
             while time.monotonic() < give_up:
                 store = self.serving.state.current_store()
-                if store is not None and store.complete():
+                if store is None:  # the leader has not sent the manifest yet
+                    await asyncio.sleep(POLL_S)
+                    continue
+                if store.complete():
                     return None
                 statuses = await asyncio.gather(*(self._status(http, p) for p in pods))
                 if any(
@@ -223,6 +232,7 @@ class LiveScaleUp:
         serving = self.serving
         store = serving.state.current_store()
         assert store is not None
+        await self._unprepare()
         if serving.head is not None:
             if await serving.switch_to_local(store):
                 await self._hand_back()
@@ -235,6 +245,14 @@ class LiveScaleUp:
             log.warning("live scale-up: cannot serve alone: %s", exc)
             return
         await serving.start(store, serving.options())
+
+    async def _unprepare(self) -> None:
+        """Wait out a head's preparation (it ends soon once the store is complete) and
+        detach the stages no engine took."""
+        preparing, self.preparing = self.preparing, None
+        ready = await preparing if preparing is not None else None
+        if ready is not None and self.serving.head is None:
+            await asyncio.to_thread(ready.head.close)
 
     async def _hand_back(self) -> None:
         """Keep this head's share of the requests in flight; the others go back to the

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from cascade_worker.engine.engine import LLMEngine
     from cascade_worker.engine.stage import StageModel
     from cascade_worker.pipeline.executor import PipelineExecutor
+    from cascade_worker.pipeline.head import PreparedHead
     from cascade_worker.pipeline.server import StageServer
 
 # A head's batch bound when neither the request nor the worker's flags give one: the
@@ -109,15 +110,35 @@ class HeadRole:
         )  # fmt: skip
 
 
+def prepare_head(
+    hf_config: dict[str, Any],
+    options: EngineOptions,
+    end: int,
+    stages: list[str],
+    loop: asyncio.AbstractEventLoop,
+) -> PreparedHead:
+    """What a head over layers [0, end) and `stages` needs besides its weights (a KV
+    cache, the stages attached). Blocking, through `loop`: call on a thread."""
+    from cascade_worker.pipeline.head import prepare_head as prepare
+
+    return prepare(
+        hf_config, end, stages,
+        max_batch=options.max_batch or DEFAULT_MAX_BATCH, max_model_len=options.max_model_len,
+        device=options.device or "cpu", dtype=torch_dtype(options.dtype), loop=loop,
+    )  # fmt: skip
+
+
 def build_head(
     store: BlockStore,
     options: EngineOptions,
     end: int,
     stages: list[str],
     loop: asyncio.AbstractEventLoop,
+    prepared: PreparedHead | None = None,
 ) -> tuple[LLMEngine, HeadRole]:
-    """An engine over layers [0, end) here and `stages` for the rest. Blocking (it
-    attaches every stage through `loop`): call on a thread, never on `loop`."""
+    """An engine over layers [0, end) here and `stages` for the rest, over `prepared`
+    (prepare_head) if given. Blocking (it may attach every stage through `loop`): call
+    on a thread, never on `loop`."""
     from cascade_worker.engine.scheduler import DEFAULT_PREFILL_BUDGET
     from cascade_worker.pipeline.head import head_engine
 
@@ -128,6 +149,7 @@ def build_head(
         max_model_len=options.max_model_len,
         prefill_budget=options.prefill_budget or DEFAULT_PREFILL_BUDGET,
         device=options.device or "cpu", dtype=torch_dtype(options.dtype), loop=loop,
+        prepared=prepared,
     )  # fmt: skip
     return engine, HeadRole(executor, list(stages), (0, end))
 

@@ -51,6 +51,7 @@ from cascade_worker.serving.pipeline import (
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore
+    from cascade_worker.pipeline.head import PreparedHead
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +123,19 @@ class Serving:
         return await self._start(store, lambda: (self.factory(store, options), None))
 
     async def start_head(
-        self, store: BlockStore, options: EngineOptions, end: int, stages: list[str]
+        self,
+        store: BlockStore,
+        options: EngineOptions,
+        end: int,
+        stages: list[str],
+        prepared: PreparedHead | None = None,
     ) -> bool:
-        """Start a pipeline head over layers [0, end) and `stages` (after `claim`)."""
+        """Start a pipeline head over layers [0, end) and `stages` (after `claim`), over
+        `prepared` (pipeline.prepare_head, made with the same arguments) if given."""
         loop = asyncio.get_running_loop()
-        return await self._start(store, lambda: build_head(store, options, end, stages, loop))
+        return await self._start(
+            store, lambda: build_head(store, options, end, stages, loop, prepared)
+        )
 
     async def _start(
         self, store: BlockStore, build: Callable[[], tuple[EngineCore, HeadRole | None]]
