@@ -146,6 +146,12 @@ class Multicast(ApiModel):
         description="Sources per binomial pipeline (k-way); used by strategy binomial only "
         "(chain and auto use every usable source).",
     )
+    from_peers: bool = Field(
+        default=True,
+        description="New instances copy the weights from instances that hold them (a "
+        "ScalePlan); false: each reads the model's storage itself, as the first one does "
+        "(fast local storage, or a baseline to compare scale-ups against).",
+    )
     rate_mbit: int | None = Field(
         default=None,
         ge=1,
@@ -158,6 +164,23 @@ class Multicast(ApiModel):
 
 class Toggle(ApiModel):
     enabled: bool = Field(default=True, description="Turn the feature on or off.")
+
+
+class LiveScaling(ApiModel):
+    enabled: bool = Field(
+        default=True,
+        description="During a scale-up the targets form the ScalePlan's executionPipelines "
+        "(with a source as the last stage) as soon as their blocks cover the model, and each "
+        "target serves alone the moment it holds every block; off: targets serve once "
+        "complete, when the operator next tells them to.",
+    )
+    cooperative: bool = Field(
+        default=True,
+        description="With enabled: a source and the target it pairs with cooperate from the "
+        "target's first block (BlitzScale): the source's queued requests move to the target, "
+        "which runs the layers it holds (a split chosen per batch by zigzag scheduling) and "
+        "the source the rest; off: the pair forms once the target holds half the layers.",
+    )
 
 
 class ModelDeploymentSpec(ApiModel):
@@ -195,13 +218,9 @@ class ModelDeploymentSpec(ApiModel):
     multicast: Multicast = Field(
         default_factory=Multicast, description="How ScalePlans stream weights to new instances."
     )
-    live_scaling: Toggle = Field(
-        default_factory=Toggle,
-        description="Serve from partially loaded instances: during a scale-up the targets "
-        "form the ScalePlan's executionPipelines as soon as their blocks cover the model, and "
-        "each target serves alone the moment it holds every block (off: they serve when the "
-        "operator next tells them to). Cooperative execution with an overloaded source is "
-        "not yet acted on.",
+    live_scaling: LiveScaling = Field(
+        default_factory=lambda: LiveScaling(),
+        description="Serve from partially loaded instances during scale-ups.",
     )
     host_copies: int = Field(
         default=1,

@@ -120,7 +120,7 @@ def test_minimal_manifest_gets_the_documented_defaults() -> None:
     assert "maxReplicas" not in spec["scaling"] and "autoscaler" not in spec["scaling"]
     assert spec["scaling"]["keepAliveSeconds"] == 300
     assert spec["scaling"]["interactiveBackpressure"] == {"tolerance": 0.1}
-    assert spec["multicast"] == {"strategy": "auto", "blocks": 16, "k": 1}
+    assert spec["multicast"] == {"strategy": "auto", "blocks": 16, "k": 1, "fromPeers": True}
     assert spec["hostCopies"] == 1
     assert spec["liveScaling"] == {"enabled": True}
     assert spec["materialization"] == {"enabled": True}
