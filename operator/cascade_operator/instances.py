@@ -66,10 +66,14 @@ def scale_down_victims(
     return ranked[:count]
 
 
-def start_modes(healthy: list[PodView], count: int) -> list[str]:
+def start_modes(healthy: list[PodView], count: int, from_peers: bool = True) -> list[str]:
     """How each of `count` new pods gets its weights: when no healthy pod exists (nothing
     can hold the model), the first loads it from storage; every other new pod awaits a
-    ScalePlan that streams the weights from a holder."""
+    ScalePlan that streams the weights from a holder. Without `from_peers`
+    (spec.multicast.fromPeers false) every new pod loads from storage, as the first does,
+    and none awaits a plan."""
+    if not from_peers:
+        return [START_STORAGE] * count
     first = START_AWAIT if healthy else START_STORAGE
     return [first, *[START_AWAIT] * (count - 1)][:count]
 
@@ -87,7 +91,7 @@ def decide(obs: Observed, spec: ModelDeploymentSpec | None, cfg: OperatorConfig)
     missing = spec.replicas - len(healthy)
     if missing > 0:
         indices = free_indices(obs.pods, missing)
-        modes = start_modes(healthy, missing)
+        modes = start_modes(healthy, missing, spec.multicast.from_peers)
         create = [
             builders.worker_pod(obs.ref, spec, i, cfg, start)
             for i, start in zip(indices, modes, strict=True)

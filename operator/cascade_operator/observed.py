@@ -19,8 +19,9 @@ from cascade_protocol.roles import InstanceRole
 Body = dict[str, Any]
 
 # How a worker pod gets its weights (annotation START_ANNOTATION, env CASCADE_SERVE):
-# STORAGE loads the checkpoint itself at start (the first instance: no copy exists);
-# AWAIT starts idle and unready, and the operator streams it weights along a ScalePlan.
+# STORAGE loads the checkpoint itself at start (the first instance: no copy exists; every
+# instance when spec.multicast.fromPeers is false); AWAIT starts idle and unready, and
+# the operator streams it weights along a ScalePlan.
 START_ANNOTATION = f"{c.GROUP}/start"
 START_STORAGE, START_AWAIT = "storage", "await"
 # Set by the operator on pods designated to keep a host copy of the weights, so the

@@ -105,9 +105,11 @@ def form_pipelines(
     arrivals: Arrivals,
     blocks: Sequence[Block],
     source_stages: Sequence[str] = (),
+    cooperative: bool = False,
 ) -> list[ExecutionPipeline]:
     """Execution pipelines that start before any of their stages could serve alone;
-    `source_stages`: sources that may close one pipeline each (module docstring)."""
+    `source_stages`: sources that may close one pipeline each (module docstring), from
+    the target's first block when `cooperative` (its split then moves per batch)."""
     complete = {pod: max(times, default=0.0) for pod, times in arrivals.items()}
     out: list[ExecutionPipeline] = []
     for members in candidates(groups):
@@ -128,7 +130,7 @@ def form_pipelines(
     used = {st.pod for e in out for st in e.stages}
     free = [p for g in groups for p in g if p not in used]
     for source in source_stages:
-        paired = _with_source(source, free, arrivals, blocks, complete)
+        paired = _with_source(source, free, arrivals, blocks, complete, cooperative)
         if paired is not None:
             out.append(paired)
             free.remove(paired.stages[0].pod)
@@ -142,10 +144,13 @@ def _with_source(
     arrivals: Arrivals,
     blocks: Sequence[Block],
     complete: Mapping[str, float],
+    cooperative: bool,
 ) -> ExecutionPipeline | None:
-    """The free target holding the first half of the layers earliest, then `source`."""
+    """The free target holding the first half of the layers (its first block, when
+    `cooperative`) earliest, then `source`."""
     half = blocks[-1].layer_end / 2 if blocks else 0
     a = next((i + 1 for i, b in enumerate(blocks) if b.layer_end >= half), len(blocks))
+    a = min(a, 1) if cooperative else a
     if not free or a >= len(blocks):
         return None  # one block: nothing to split
     ready, target = min((max(arrivals[t][:a]), t) for t in free)

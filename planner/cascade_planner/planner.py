@@ -50,6 +50,7 @@ class PlanRequest:
     hop_latency_s: float = 0.0  # per hop (chain) or per step (binomial) start cost
     # Live scale-ups: sources may serve as the last stage of an execution pipeline.
     source_stages: bool = False
+    cooperative: bool = False  # ... from the target's first block (BlitzScale 5.2)
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,7 @@ def _build(
         hop_latency_s=request.hop_latency_s,
         groups=groups,
         source_stages=request.source_stages,
+        cooperative=request.cooperative,
     )
     spec.predicted_completion_seconds = shown(pred.completion)
     spec.predictions = pred.targets

@@ -59,6 +59,7 @@ def predict(
     hop_latency_s: float = 0.0,
     groups: Sequence[Sequence[str]] | None = None,
     source_stages: bool = False,
+    cooperative: bool = False,
 ) -> Prediction:
     """Flow-model prediction of `spec` (blocks numbered 0..b-1 in layer order);
     `source_stages`: its sources may join execution pipelines (pipelines.py)."""
@@ -103,7 +104,7 @@ def predict(
         default_groups = _binomial_groups(spec, sources)
     joining = [s.pod for s in spec.sources] if source_stages else []
     pipelines = form_pipelines(
-        groups if groups is not None else default_groups, arrivals, blocks, joining
+        groups if groups is not None else default_groups, arrivals, blocks, joining, cooperative
     )
     joins = {
         st.pod: e.ready_seconds for e in pipelines for st in e.stages if e.ready_seconds is not None

@@ -36,6 +36,9 @@ class TransferRequest(Body):
     # The deployment's spec.liveScaling: a target serves while its weights arrive (the
     # plan's executionPipelines it belongs to) and on its own once it holds them all.
     live: bool = False
+    # ... and its spec.liveScaling.cooperative: a target paired with a source runs the
+    # layers it holds of each batch from its first block on (BlitzScale).
+    cooperative: bool = False
     # The deployment's spec.multicast.rateMbit as bytes/s: this worker's sending pace.
     send_bytes_per_s: float | None = Field(default=None, gt=0)
 

@@ -71,11 +71,17 @@ def test_the_head_reaches_a_stage_at_the_plan_host_and_the_listening_port() -> N
 
 
 def test_the_transfer_order_carries_live_scaling_and_the_pace() -> None:
-    order = TransferOrder("p", "w1", "10.0.0.2:8080", live_plan(), {"w1": "x:1"}, True, 16)
+    order = TransferOrder(
+        "p", "w1", "10.0.0.2:8080", live_plan(), {"w1": "x:1"}, live=True, send_mbit=16
+    )
     body = order.body()
     assert body["live"] is True and body["sendBytesPerS"] == 16 * BYTES_PER_MBIT
     req = TransferRequest.model_validate(body)
-    assert req.live and req.send_bytes_per_s == 2_000_000
+    assert req.live and not req.cooperative and req.send_bytes_per_s == 2_000_000
+    paired = TransferOrder("p", "w1", "a:1", live_plan(), {}, live=True, cooperative=True)
+    assert TransferRequest.model_validate(paired.body()).cooperative
+    off = TransferOrder("p", "w1", "a:1", live_plan(), {}, live=False, cooperative=True)
+    assert "cooperative" not in off.body()  # cooperation needs live scaling
     plain = TransferOrder("p", "w1", "10.0.0.2:8080", live_plan(), {"w1": "x:1"}).body()
     assert "live" not in plain and "sendBytesPerS" not in plain  # defaults stay off the wire
 

@@ -108,5 +108,5 @@ def test_stages_that_do_not_fit_are_refused_by_name(tmp_path: Path) -> None:
             executor.close()
 
 
-def boom(batch: object) -> None:
+def boom(batch: object, layers: object = None) -> None:
     raise RuntimeError("boom")

@@ -94,7 +94,12 @@ def test_transfer_order_carries_the_plan_as_the_api_holds_it() -> None:
     )
     req = TransferRequest(plan=spec, peers={"m-w-0": "10.0.0.1:18515"})
     doc = req.model_dump(mode="json", by_alias=True, exclude_none=True)
-    assert doc == {"plan": spec.to_api(), "peers": {"m-w-0": "10.0.0.1:18515"}, "live": False}
+    assert doc == {
+        "plan": spec.to_api(),
+        "peers": {"m-w-0": "10.0.0.1:18515"},
+        "live": False,
+        "cooperative": False,
+    }
     assert "reason" not in doc["plan"]  # an empty string the 1.20 API server would refuse
     assert TransferRequest.model_validate(doc) == req
 

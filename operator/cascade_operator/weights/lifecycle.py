@@ -156,9 +156,11 @@ def _pending(
     if problem:
         _finish(out, view, view.status, PlanPhase.CANCELLED, "Superseded", problem, now)
         return False
+    live = md.live_scaling
     orders = orders_for(
-        view.name, spec, workers, live=md.live_scaling.enabled, send_mbit=md.multicast.rate_mbit
-    )
+        view.name, spec, workers, live=live.enabled, cooperative=live.cooperative,
+        send_mbit=md.multicast.rate_mbit,
+    )  # fmt: skip
     if orders is None:
         age = (now - view.created).total_seconds() if view.created else 0.0
         if age > policy.dispatch_grace_s:

@@ -39,13 +39,18 @@ class TransferOrder:
     # its upstream and downstream peers by these, it never resolves pod names.
     peers: Mapping[str, str] = field(default_factory=dict)
     live: bool = False  # the deployment's spec.liveScaling.enabled
+    cooperative: bool = False  # and its spec.liveScaling.cooperative
     send_mbit: int | None = None  # its spec.multicast.rateMbit
 
     def body(self) -> dict[str, Any]:
         pace = self.send_mbit * BYTES_PER_MBIT if self.send_mbit else None
         return wire(
             TransferRequest(
-                plan=self.spec, peers=dict(self.peers), live=self.live, send_bytes_per_s=pace
+                plan=self.spec,
+                peers=dict(self.peers),
+                live=self.live,
+                cooperative=self.live and self.cooperative,
+                send_bytes_per_s=pace,
             )
         )
 
@@ -86,6 +91,7 @@ def transfer_orders(
     workers: Mapping[str, WorkerView],
     *,
     live: bool = False,
+    cooperative: bool = False,
     send_mbit: int | None = None,
 ) -> list[TransferOrder] | None:
     """One order per participant, sources first (the first source leads the start);
@@ -99,6 +105,6 @@ def transfer_orders(
     ready = [w for w in found if w is not None]
     peers = {w.name: w.data_address() for w in ready}
     return [
-        TransferOrder(name, w.name, w.control_address(), spec, peers, live, send_mbit)
+        TransferOrder(name, w.name, w.control_address(), spec, peers, live, cooperative, send_mbit)
         for w in ready
     ]

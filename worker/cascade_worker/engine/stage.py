@@ -54,7 +54,7 @@ class StageModel:
             dtype=self.dtype,
             device=device,
         )
-        if self.cache.config != cache or len(self.cache.k) != self.end - self.start:
+        if self.cache.config != cache or len(self.cache.k) < self.end - self.start:
             raise ValueError("the KV cache given does not fit this stage")
 
     @classmethod
@@ -82,13 +82,27 @@ class StageModel:
     def is_last(self) -> bool:
         return self.end == self.config.num_layers
 
+    def extend(self, more: StageWeights) -> None:
+        """Append the layers that follow (a cooperating target's weights as they land,
+        pipeline/cooperative.py); its KV cache must have been allocated for them."""
+        if more.start != self.end or len(self.cache.k) < more.end - self.start:
+            raise ValueError(f"cannot extend [{self.start}, {self.end}) by {more.start}..")
+        self.weights.layers.extend(more.layers)
+        self.weights.end = self.end = more.end
+        self.weights.norm, self.weights.lm_head = more.norm, more.lm_head
+
     @torch.inference_mode()
-    def forward(self, batch: StageBatch) -> torch.Tensor:
+    def forward(self, batch: StageBatch, layers: tuple[int, int] | None = None) -> torch.Tensor:
         """Hidden states [T, hidden] out; or, for the last stage, float32 logits
-        [B, vocab] of each sequence's last new token ([T, vocab] with all_logits)."""
+        [B, vocab] of each sequence's last new token ([T, vocab] with all_logits).
+        `layers`: only [a, b) of this stage's (cooperative execution moves the split
+        per batch); the embedding runs when a is 0, the norm and LM head when b is L."""
         c, w = self.config, self.weights
+        lo, hi = layers or (self.start, self.end)
+        if not self.start <= lo < hi <= self.end:
+            raise ValueError(f"layers [{lo}, {hi}) outside this stage's [{self.start}, {self.end})")
         x = batch.input.to(self.device)
-        if self.is_first:
+        if lo == 0:
             assert w.embed is not None
             x = F.embedding(x.long(), w.embed)
         else:
@@ -96,7 +110,8 @@ class StageModel:
         meta = AttentionMeta.build(batch, self.cache.config.block_size, self.device)
         cos, sin = rope_cos_sin(meta.positions, c.head_dim, c.rope_theta, self.dtype)
         tokens = x.shape[0]
-        for i, lw in enumerate(w.layers):
+        for i in range(lo - self.start, hi - self.start):
+            lw = w.layers[i]
             h = rms_norm(x, lw.input_norm, c.rms_norm_eps)
             q = F.linear(h, lw.q, lw.q_bias).view(tokens, c.heads, c.head_dim)
             k = F.linear(h, lw.k, lw.k_bias).view(tokens, c.kv_heads, c.head_dim)
@@ -106,7 +121,7 @@ class StageModel:
             attn = attention(q, partial(self.cache.read, i), meta, c.layer_windows[self.start + i])
             x = x + F.linear(attn, lw.o)
             x = x + swiglu(rms_norm(x, lw.post_norm, c.rms_norm_eps), lw.gate, lw.up, lw.down)
-        if not self.is_last:
+        if hi != c.num_layers:
             return x
         assert w.norm is not None and w.lm_head is not None
         if not batch.all_logits:

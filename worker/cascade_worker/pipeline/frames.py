@@ -60,6 +60,11 @@ class TensorSpec(_Frame):
         return math.prod(self.shape) * DTYPE_BYTES[self.dtype]
 
 
+# BatchMeta.extra key: the layer a stage starts this micro-batch at, when a cooperating
+# head ran more than the stage's first layers' worth (pipeline/cooperative.py).
+FROM_LAYER = "from_layer"
+
+
 class BatchMeta(_Frame):
     """A `StageBatch` without its tensor (mirrors `StageBatch.meta()`)."""
 

@@ -40,7 +40,9 @@ from cascade_worker.engine.stage import StageModel
 from cascade_worker.engine.tokenizer import EngineTokenizer
 from cascade_worker.engine.weights import compute_dtype
 from cascade_worker.pipeline.attach import AttachedStages, attach_stages
+from cascade_worker.pipeline.cooperative import CooperativeExecutor
 from cascade_worker.pipeline.executor import DEFAULT_MIN_MICRO_BATCH_TOKENS, PipelineExecutor
+from cascade_worker.pipeline.splits import SplitPolicy
 from cascade_worker.pipeline.stage import parse_layers
 from cascade_worker.transport.env import stop_notifier, use_notifier_thread
 
@@ -78,11 +80,13 @@ def prepare_head(
     device: str = "cpu",
     dtype: torch.dtype | None = None,
     loop: asyncio.AbstractEventLoop | None = None,
+    cooperative: bool = False,
 ) -> PreparedHead:
     """Size and allocate the head's KV cache of layers [0, end) and attach `stages`
     (blocking). Context and KV cache are sized as for a one-process engine
     (engine/sizing.py): the stages copy the head's cache geometry, and so does the
-    whole model after a switch to local execution."""
+    whole model after a switch to local execution. `cooperative`: the KV cache has room
+    for every layer, which the head may grow into (cooperative.py)."""
     start = time.perf_counter()
     config = ModelConfig.from_hf(hf_config)
     max_model_len = context_length(config, max_model_len)
@@ -92,7 +96,7 @@ def prepare_head(
     )  # fmt: skip
     torch_device = torch.device(device)
     kv = KVCache(
-        end, cache, config.kv_heads, config.head_dim,
+        config.num_layers if cooperative else end, cache, config.kv_heads, config.head_dim,
         dtype=dtype or compute_dtype(config, torch_device), device=torch_device,
     )  # fmt: skip
     attached = None
@@ -120,14 +124,16 @@ def head_engine(
     dtype: torch.dtype | None = None,
     loop: asyncio.AbstractEventLoop | None = None,
     prepared: PreparedHead | None = None,
+    splits: SplitPolicy | None = None,
 ) -> tuple[LLMEngine, PipelineExecutor]:
     """An engine running layers [0, end) here and the rest on `stages`, in order; over
-    `prepared` (prepare_head, made with the same arguments) when given."""
+    `prepared` (prepare_head, made with the same arguments) when given. With `splits`
+    the one stage is a cooperating source and the head grows (cooperative.py)."""
     if prepared is None:
         prepared = prepare_head(
             store.manifest.config, end, stages, max_batch=max_batch, max_model_len=max_model_len,
             kv_cache_tokens=kv_cache_tokens, block_size=block_size, device=device, dtype=dtype,
-            loop=loop,
+            loop=loop, cooperative=splits is not None,
         )  # fmt: skip
     config, cache = prepared.config, prepared.cache
     t0 = time.perf_counter()
@@ -135,9 +141,13 @@ def head_engine(
         head = StageModel.load(
             store, config, 0, end, cache, device=device, dtype=dtype, kv=prepared.kv
         )
-        executor = PipelineExecutor(
-            head, prepared.attached, micro_batches=micro_batches,
-            min_micro_batch_tokens=min_micro_batch_tokens, step_timeout_s=step_timeout_s,
+        executor = (
+            PipelineExecutor(
+                head, prepared.attached, micro_batches=micro_batches,
+                min_micro_batch_tokens=min_micro_batch_tokens, step_timeout_s=step_timeout_s,
+            )
+            if splits is None or prepared.attached is None
+            else CooperativeExecutor(head, prepared.attached, splits, step_timeout_s=step_timeout_s)
         )  # fmt: skip
         engine = LLMEngine(
             config,

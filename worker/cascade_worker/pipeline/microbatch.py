@@ -82,3 +82,18 @@ def split_batch(batch: StageBatch, sizes: Sequence[int]) -> list[StageBatch]:
         )
         row += rows
     return pieces
+
+
+def select(batch: StageBatch, indices: Sequence[int]) -> StageBatch:
+    """The sequences `indices` of `batch` (any order) as a batch of their own."""
+    starts = list(itertools.accumulate([0, *batch.num_new]))
+    rows = [r for i in indices for r in range(starts[i], starts[i + 1])]
+    return StageBatch(
+        seq_ids=[batch.seq_ids[i] for i in indices],
+        start_positions=[batch.start_positions[i] for i in indices],
+        num_new=[batch.num_new[i] for i in indices],
+        block_tables=[batch.block_tables[i] for i in indices],
+        input=batch.input[rows],
+        all_logits=batch.all_logits,
+        extra=dict(batch.extra),
+    )

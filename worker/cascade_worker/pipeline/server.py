@@ -33,6 +33,7 @@ from cascade_worker.engine.stage import StageModel
 from cascade_worker.engine.weights import StageWeights
 from cascade_worker.pipeline.frames import (
     CODEC,
+    FROM_LAYER,
     Attach,
     Attached,
     Detach,
@@ -102,6 +103,7 @@ class StageServer:
         # Called when a head's session ends (it detached, or its pipeline broke): a live
         # scale-up's stage has then done its part (serving/live.py).
         self.on_session_end: Callable[[], None] | None = None
+        self.on_session_start: Callable[[], None] | None = None  # a head attached
 
     @property
     def address(self) -> str:
@@ -191,6 +193,8 @@ class StageServer:
             asyncio.create_task(self._send(session)),
         ]
         self._session = session
+        if self.on_session_start is not None:
+            self.on_session_start()
         return session
 
     async def _end(self, session: _Session) -> None:
@@ -236,8 +240,12 @@ class StageServer:
         while True:
             work, tensor = await session.inbox.get()
             batch = StageBatch.from_meta(work.batch.model_dump(), tensor)
+            model = session.model
+            start = batch.extra.get(FROM_LAYER, model.start)  # cooperative: the split moves
             try:
-                out = await loop.run_in_executor(self._threads, session.model.forward, batch)
+                out = await loop.run_in_executor(
+                    self._threads, model.forward, batch, (start, model.end)
+                )
             except Exception as exc:
                 log.exception("%s: forward of step %d failed", self.name, work.step)
                 await self._report(session, work.step, f"forward failed: {exc!r}")

@@ -231,6 +231,12 @@ class AsyncEngine:
         self._requests.migrate(going, why)
         return len(going)
 
+    def hand_back_queued(self, why: str) -> int:
+        """Hand back (MIGRATE) every request that has not produced a token yet."""
+        going = [s.request_id for s in self._requests.streams() if s.first_token_at is None]
+        self._requests.migrate(going, why)
+        return len(going)
+
     async def stop(self) -> None:
         """End the engine thread (after its current step); unfinished requests ABORT."""
         self.draining = True

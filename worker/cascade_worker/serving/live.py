@@ -34,18 +34,18 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
-
 from cascade_protocol.control import TransferRequest
-from cascade_protocol.status import STATUS_PATH, ServingMode, WorkerStatus
 from cascade_worker.control import NodeHooks
 from cascade_worker.control_errors import RequestError
 from cascade_worker.multicast.result import NodeResult
-from cascade_worker.serving.live_plan import Seat, covers, seat_for, stage_address
+from cascade_worker.pipeline.splits import SplitPolicy
+from cascade_worker.serving.cooperate import grow_head, redirect_queued
+from cascade_worker.serving.live_plan import Seat, covers, seat_for
+from cascade_worker.serving.peers import DISSOLVE_WAIT_S, Peers
 from cascade_worker.serving.pipeline import StageRole, prepare_head
 from cascade_worker.serving.service import Serving
 
@@ -53,11 +53,6 @@ if TYPE_CHECKING:
     from cascade_worker.pipeline.head import PreparedHead
 
 log = logging.getLogger(__name__)
-
-POLL_S = 0.05  # how often a head asks its stages whether they listen
-STAGES_WAIT_S = 60.0  # longest a head waits for its stages (then it serves once complete)
-DISSOLVE_WAIT_S = 5.0  # longest a dissolving head waits for the others before handing back
-HTTP_TIMEOUT = aiohttp.ClientTimeout(total=2)
 
 
 @dataclass(frozen=True)
@@ -78,8 +73,10 @@ class LiveScaleUp:
         self.serving = serving
         self.spawn = spawn
         self.me = serving.config.pod_name
-        self.peers = dict(req.peers)
+        self.peers = Peers(dict(req.peers), serving.config.port)
         self.seat = seat_for(req.plan, self.me)
+        self.cooperative = req.cooperative  # a source-target pair cooperates (cooperate.py)
+        self.growing = False
         self.target = self.me in req.plan.targets
         self.joined = False
         self.stage: StageRole | None = None  # the stage this scale-up made this worker
@@ -101,6 +98,9 @@ class LiveScaleUp:
 
     def _on_layers(self, start: int, end: int) -> None:
         seat, store = self.seat, self.serving.state.current_store()
+        if seat is not None and self.joined and self.cooperative and not self.growing:
+            self.growing = True
+            self.spawn(self._grow())
         if seat is None or self.joined or store is None:
             return
         if store.complete() or not covers(store.ready_layers(), seat.layers):
@@ -125,12 +125,14 @@ class LiveScaleUp:
         role.covered_at = covered_at
         if await serving.start_stage(store, serving.options()) and role.server is not None:
             role.server.on_session_end = self._end_stage
+            if self.cooperative:
+                role.server.on_session_start = lambda: redirect_queued(serving)
             log.info("live scale-up: stage %s of %s listens", list(seat.layers), seat.members)
 
     async def _prepare(self, seat: Seat) -> Prepared | None:
         """Once the stages listen: the head's KV cache and its stages attached (on a
         thread), while its own blocks still arrive; None if no pipeline will form."""
-        found = await self._stages_listening(seat.members[1:])
+        found = await self.peers.stages_listening(seat.members[1:], self._own_complete)
         store = self.serving.state.current_store()
         if found is None or store is None:  # the store exists once the stages listen
             return None
@@ -140,7 +142,7 @@ class LiveScaleUp:
         config, end = store.manifest.config, seat.layers[1]
         try:
             prepared = await asyncio.to_thread(
-                prepare_head, config, serving.options(), end, addresses, loop
+                prepare_head, config, serving.options(), end, addresses, loop, self.cooperative
             )
         except Exception:
             log.exception("live scale-up: preparing the head of %s failed", seat.members)
@@ -154,8 +156,11 @@ class LiveScaleUp:
             return
         store = serving.claim(seat.layers)
         started = time.time()
+        splits = None
+        if self.cooperative:
+            splits = SplitPolicy(store.manifest.num_layers, seat.layers[1])
         ok = await serving.start_head(
-            store, serving.options(), seat.layers[1], ready.addresses, ready.head
+            store, serving.options(), seat.layers[1], ready.addresses, ready.head, splits
         )
         head = serving.head
         if not ok or head is None:
@@ -168,45 +173,17 @@ class LiveScaleUp:
             head.serving_at - head.covered_at, ready.head.seconds, head.serving_at - started,
         )  # fmt: skip
 
-    async def _stages_listening(self, pods: Sequence[str]) -> tuple[list[str], list[float]] | None:
-        """Each stage's address and coverage time once all listen; None when one serves
-        alone instead, this worker completes first, or STAGES_WAIT_S passes."""
-        give_up = time.monotonic() + STAGES_WAIT_S
-        async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http:
-            while time.monotonic() < give_up:
-                store = self.serving.state.current_store()
-                if store is None:  # the leader has not sent the manifest yet
-                    await asyncio.sleep(POLL_S)
-                    continue
-                if store.complete():
-                    return None
-                statuses = await asyncio.gather(*(self._status(http, p) for p in pods))
-                if any(
-                    s is not None and s.mode == ServingMode.LOCAL and not s.stage for s in statuses
-                ):
-                    log.info("live scale-up: a stage of %s serves alone; no pipeline", pods)
-                    return None
-                stages = [s.stage if s is not None else None for s in statuses]
-                if all(s is not None and s.address for s in stages):
-                    listening = [s for s in stages if s is not None]
-                    return (
-                        [
-                            stage_address(self.peers[p], s.address or "")
-                            for p, s in zip(pods, listening, strict=True)
-                        ],
-                        [s.covered_at or 0.0 for s in listening],
-                    )
-                await asyncio.sleep(POLL_S)
-        log.warning("live scale-up: stages %s did not listen within %.0f s", pods, STAGES_WAIT_S)
-        return None
-
-    async def _status(self, http: aiohttp.ClientSession, pod: str) -> WorkerStatus | None:
-        host = self.peers[pod].rpartition(":")[0]
+    async def _grow(self) -> None:
         try:
-            async with http.get(f"http://{host}:{self.serving.config.port}{STATUS_PATH}") as r:
-                return WorkerStatus.model_validate(await r.json(content_type=None))
-        except (TimeoutError, aiohttp.ClientError, ValueError):
-            return None
+            while await grow_head(self.serving):
+                pass  # layers that landed while it grew: grow again
+        finally:
+            self.growing = False
+
+    def _own_complete(self) -> bool | None:
+        """Whether this worker holds every block (None: no store yet)."""
+        store = self.serving.state.current_store()
+        return None if store is None else store.complete()
 
     # -- dissolving -----------------------------------------------------------------------
 
@@ -260,13 +237,7 @@ class LiveScaleUp:
         seat = self.seat
         assert seat is not None
         others = [p for p in seat.members if p != self.me]
-        give_up, ready = time.monotonic() + DISSOLVE_WAIT_S, False
-        async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http:
-            while not ready and time.monotonic() < give_up:
-                statuses = await asyncio.gather(*(self._status(http, p) for p in others))
-                ready = all(s is not None and s.serving for s in statuses)
-                if not ready:
-                    await asyncio.sleep(POLL_S)
+        ready = await self.peers.all_serving(others, DISSOLVE_WAIT_S)
         engine = self.serving.engine
         if engine is None or not ready:
             log.info("live scale-up: pipeline dissolved; the others do not serve: keeping all")

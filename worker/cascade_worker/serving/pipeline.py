@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from cascade_worker.pipeline.executor import PipelineExecutor
     from cascade_worker.pipeline.head import PreparedHead
     from cascade_worker.pipeline.server import StageServer
+    from cascade_worker.pipeline.splits import SplitPolicy
 
 # A head's batch bound when neither the request nor the worker's flags give one: the
 # default of LLMEngine.from_store, which builds the one-process engine.
@@ -105,7 +106,7 @@ class HeadRole:
 
     def describe(self) -> PipelineInfo:
         return PipelineInfo(
-            stages=list(self.stages), local_layers=self.local_layers,
+            stages=list(self.stages), local_layers=(0, self.executor.head.end),
             covered_at=self.covered_at, serving_at=self.serving_at,
         )  # fmt: skip
 
@@ -116,6 +117,7 @@ def prepare_head(
     end: int,
     stages: list[str],
     loop: asyncio.AbstractEventLoop,
+    cooperative: bool = False,
 ) -> PreparedHead:
     """What a head over layers [0, end) and `stages` needs besides its weights (a KV
     cache, the stages attached). Blocking, through `loop`: call on a thread."""
@@ -125,6 +127,7 @@ def prepare_head(
         hf_config, end, stages,
         max_batch=options.max_batch or DEFAULT_MAX_BATCH, max_model_len=options.max_model_len,
         device=options.device or "cpu", dtype=torch_dtype(options.dtype), loop=loop,
+        cooperative=cooperative,
     )  # fmt: skip
 
 
@@ -135,6 +138,7 @@ def build_head(
     stages: list[str],
     loop: asyncio.AbstractEventLoop,
     prepared: PreparedHead | None = None,
+    splits: SplitPolicy | None = None,
 ) -> tuple[LLMEngine, HeadRole]:
     """An engine over layers [0, end) here and `stages` for the rest, over `prepared`
     (prepare_head) if given. Blocking (it may attach every stage through `loop`): call
@@ -149,7 +153,7 @@ def build_head(
         max_model_len=options.max_model_len,
         prefill_budget=options.prefill_budget or DEFAULT_PREFILL_BUDGET,
         device=options.device or "cpu", dtype=torch_dtype(options.dtype), loop=loop,
-        prepared=prepared,
+        prepared=prepared, splits=splits,
     )  # fmt: skip
     return engine, HeadRole(executor, list(stages), (0, end))
 

@@ -52,6 +52,7 @@ from cascade_worker.serving.pipeline import (
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore
     from cascade_worker.pipeline.head import PreparedHead
+    from cascade_worker.pipeline.splits import SplitPolicy
 
 log = logging.getLogger(__name__)
 
@@ -129,12 +130,14 @@ class Serving:
         end: int,
         stages: list[str],
         prepared: PreparedHead | None = None,
+        splits: SplitPolicy | None = None,
     ) -> bool:
         """Start a pipeline head over layers [0, end) and `stages` (after `claim`), over
-        `prepared` (pipeline.prepare_head, made with the same arguments) if given."""
+        `prepared` (pipeline.prepare_head, made with the same arguments) if given;
+        `splits`: its one stage is a cooperating source (pipeline/cooperative.py)."""
         loop = asyncio.get_running_loop()
         return await self._start(
-            store, lambda: build_head(store, options, end, stages, loop, prepared)
+            store, lambda: build_head(store, options, end, stages, loop, prepared, splits)
         )
 
     async def _start(
