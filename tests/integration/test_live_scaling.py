@@ -50,7 +50,9 @@ class Sample:
     blocks: int
     total: int
     running: int
+    waiting: int
     stage: list[int] | None
+    local: list[int] | None  # a head's own layers (a cooperating head's grow)
 
 
 @dataclass
@@ -60,16 +62,28 @@ class Run:
     samples: list[Sample] = field(default_factory=list)
 
 
-@pytest.fixture(scope="module")
-def one(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Namespace]:
-    log_dir = tmp_path_factory.mktemp("live")
-    with namespace_with_operator(dev_cluster, "cascade-live", log_dir) as ns:
+@pytest.fixture(scope="module", params=["pipelines", "cooperative"])
+def one(
+    request: pytest.FixtureRequest,
+    dev_cluster: DevCluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, Namespace]]:
+    """One serving instance; liveScaling as the mode says (cooperative: a small batch
+    bound, so the instance is overloaded and queues while the scale-up runs)."""
+    mode = request.param
+    log_dir = tmp_path_factory.mktemp(mode)
+    with namespace_with_operator(dev_cluster, f"cascade-{mode[:5]}", log_dir) as ns:
+        cooperative = mode == "cooperative"
         manifest = model_deployment(
-            MD, 1, multicast={"strategy": "chain", "blocks": 4, "rateMbit": RATE_MBIT}
+            MD,
+            1,
+            multicast={"strategy": "chain", "blocks": 4, "rateMbit": RATE_MBIT},
+            liveScaling={"enabled": True, "cooperative": cooperative},
+            engine={"maxBatchSize": 4 if cooperative else 64, "adaptiveBatch": False},
         )
-        ns.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+        ns.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(manifest))
         wait_for("1 ready worker", lambda: len(ns.ready_pods(MD)) == 1, timeout=180)
-        yield ns
+        yield mode, ns
         print((log_dir / "operator.log").read_text()[-3000:])
 
 
@@ -138,18 +152,26 @@ async def sample(ns: Namespace, t0: float, run: Run) -> None:
     at = time.monotonic() - t0
     for pod, doc in sorted(found.items()):
         stage = (doc.get("stage") or {}).get("layers")
+        local = (doc.get("pipeline") or {}).get("localLayers")
         run.samples.append(
             Sample(
-                at, pod, doc["mode"], doc["blocksLoaded"], doc["blocksTotal"], doc["running"], stage
+                at,
+                pod,
+                doc["mode"],
+                doc["blocksLoaded"],
+                doc["blocksTotal"],
+                doc["running"],
+                doc["waiting"],
+                stage,
+                local,
             )
         )
     await asyncio.sleep(0.2)
 
 
-def test_scale_1_to_4_serves_through_a_pipeline_before_any_target_completes(
-    dev_cluster: DevCluster, one: Namespace
-) -> None:
-    ns = one
+def scale_up(dev_cluster: DevCluster, ns: Namespace) -> tuple[str, Run, Run, list[Sample]]:
+    """Reference outputs on one instance, then the same requests while it scales 1 -> 4;
+    (the source pod, reference, live run, status samples in time order)."""
     urls: list[str] = []
 
     def gateway_up() -> bool:
@@ -165,7 +187,6 @@ def test_scale_1_to_4_serves_through_a_pipeline_before_any_target_completes(
     reference = Run()
     asyncio.run(send_all(url, 0.0, reference))
     assert reference.errors == {}, list(reference.errors.items())[:3]
-
     live = Run()
 
     async def scale_and_send() -> None:
@@ -185,25 +206,8 @@ def test_scale_1_to_4_serves_through_a_pipeline_before_any_target_completes(
     for s in timeline:
         print(
             f"{s.at:6.1f}s {s.pod:>10} {s.mode:8} blocks {s.blocks}/{s.total} "
-            f"running {s.running} stage {s.stage}"
+            f"running {s.running} waiting {s.waiting} stage {s.stage} local {s.local}"
         )
-    # Served by a pipeline before any target held the whole model: at one sampling
-    # round, a head had requests running while every target was short of blocks.
-    rounds: dict[float, list[Sample]] = {}
-    for s in timeline:
-        rounds.setdefault(round(s.at, 1), []).append(s)
-    early = [
-        (at, [s.pod for s in group if s.mode == "head" and s.running > 0])
-        for at, group in rounds.items()
-        if any(s.mode == "head" and s.running > 0 for s in group)
-        and all(s.blocks < s.total for s in group if s.pod != source)
-    ]
-    assert early, "no request ran on a pipeline head before a target completed"
-    print(f"pipeline served before any target completed: {early[:3]}")
-    stages = {s.pod for s in timeline if s.stage is not None}
-    assert source in stages  # the source ran the pipeline's last layers
-    # The ScalePlan's status followed it: formed, served, dissolved (bench burst
-    # measures the serving delay; printed here).
     (plan,) = json.loads(ns.kubectl("get", "sp", "-o", "json"))["items"]
     shown = plan["status"].get("pipelines", [])
     print(f"status.pipelines: {shown}; printer column: {plan['status'].get('pipelineSummary')}")
@@ -211,3 +215,56 @@ def test_scale_1_to_4_serves_through_a_pipeline_before_any_target_completes(
     assert live.errors == {}, list(live.errors.items())[:3]
     differ = [i for i in range(REQUESTS) if live.texts.get(i) != reference.texts.get(i)]
     assert differ == [], differ[:5]
+    return source, reference, live, timeline
+
+
+def heads_serving_early(timeline: list[Sample], source: str) -> list[tuple[float, Sample]]:
+    """Heads with requests running at a sampling round where no target was complete."""
+    rounds: dict[float, list[Sample]] = {}
+    for s in timeline:
+        rounds.setdefault(round(s.at, 1), []).append(s)
+    return [
+        (at, s)
+        for at, group in rounds.items()
+        if all(t.blocks < t.total for t in group if t.pod != source)
+        for s in group
+        if s.mode == "head" and s.running > 0
+    ]
+
+
+def test_scale_1_to_4_serves_through_a_pipeline_before_any_target_completes(
+    dev_cluster: DevCluster, one: tuple[str, Namespace]
+) -> None:
+    mode, ns = one
+    if mode != "pipelines":
+        pytest.skip("the pipelines deployment's test")
+    source, _, _, timeline = scale_up(dev_cluster, ns)
+    early = heads_serving_early(timeline, source)
+    assert early, "no request ran on a pipeline head before a target completed"
+    print(f"pipeline served before any target completed: {[(a, s.pod) for a, s in early[:3]]}")
+    assert all(s.local == [0, 2] for _, s in early)  # a fixed split: half the layers
+    assert source in {s.pod for s in timeline if s.stage is not None}  # ran the last half
+
+
+def test_cooperative_target_drains_the_overloaded_source_before_it_completes(
+    dev_cluster: DevCluster, one: tuple[str, Namespace]
+) -> None:
+    mode, ns = one
+    if mode != "cooperative":
+        pytest.skip("the cooperative deployment's test")
+    source, _, _, timeline = scale_up(dev_cluster, ns)
+    early = heads_serving_early(timeline, source)
+    assert early, "the paired target served nothing before it completed"
+    first = min(early, key=lambda e: e[0])[1]
+    print(f"paired target served from {first.at:.1f}s holding {first.blocks}/{first.total} blocks")
+    # It cooperated from its first block, below the half a fixed pipeline waits for, and
+    # ran more layers itself as they landed.
+    assert first.blocks < first.total // 2 + 1 and first.local is not None
+    grew = {tuple(s.local) for _, s in early if s.local}
+    assert len(grew) > 1, grew
+    # The overloaded source's queue drained while the target was still loading.
+    queued = [s for s in timeline if s.pod == source and s.waiting > 0]
+    drained_at = [a for a, s in early if a > (queued[0].at if queued else 0.0)]
+    print(
+        f"source queue: first seen {queued[0].at if queued else None}; drained during {drained_at[:3]}"
+    )
