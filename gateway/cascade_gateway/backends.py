@@ -31,6 +31,9 @@ from cascade_protocol.roles import InstanceRole
 log = logging.getLogger(__name__)
 
 
+JOIN_POLL_S = 0.2  # how often backends that are not ready are polled between rounds
+
+
 @dataclass
 class BackendState:
     url: str
@@ -117,9 +120,14 @@ class BackendPool:
                 state.interactive_in_flight -= 1
 
 
-async def poll_once(pool: BackendPool, session: aiohttp.ClientSession, timeout: float) -> None:
-    """GET /v1/load from every backend at once; a failure marks that one down."""
-    urls = pool.urls()
+async def poll_once(
+    pool: BackendPool,
+    session: aiohttp.ClientSession,
+    timeout: float,
+    urls: list[str] | None = None,
+) -> None:
+    """GET /v1/load from every backend (or `urls`) at once; a failure marks that one down."""
+    urls = pool.urls() if urls is None else urls
     results = await asyncio.gather(
         *(fetch_load(session, url, timeout) for url in urls), return_exceptions=True
     )
@@ -133,8 +141,15 @@ async def poll_once(pool: BackendPool, session: aiohttp.ClientSession, timeout: 
 
 
 async def poll_loop(pool: BackendPool, session: aiohttp.ClientSession, interval: float) -> None:
-    """Poll forever (until cancelled), one round per ``interval`` seconds."""
+    """Poll forever (until cancelled), one round per ``interval`` seconds; between rounds
+    the backends not ready yet every JOIN_POLL_S, so new capacity (an instance that just
+    got its weights, a pipeline head of a live scale-up) takes requests within that."""
+    timeout = max(0.5, interval)
     while True:
         started = pool.clock()
-        await poll_once(pool, session, timeout=max(0.5, interval))
-        await asyncio.sleep(max(0.0, interval - (pool.clock() - started)))
+        await poll_once(pool, session, timeout)
+        while (left := interval - (pool.clock() - started)) > 0:
+            await asyncio.sleep(min(left, JOIN_POLL_S))
+            joining = [s.url for s in pool.states() if s.report is None or not s.report.ready]
+            if joining and pool.clock() - started < interval:
+                await poll_once(pool, session, timeout, joining)
