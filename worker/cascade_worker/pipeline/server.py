@@ -72,6 +72,7 @@ class _Session:
     control_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # frames + bytes
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     ended: bool = False
+    worked: bool = False  # a micro-batch arrived
 
     @property
     def stage(self) -> int:
@@ -103,7 +104,9 @@ class StageServer:
         # Called when a head's session ends (it detached, or its pipeline broke): a live
         # scale-up's stage has then done its part (serving/live.py).
         self.on_session_end: Callable[[], None] | None = None
-        self.on_session_start: Callable[[], None] | None = None  # a head attached
+        # Called at a session's first micro-batch: its head serves (a live scale-up's
+        # source then redirects its queue to it, serving/cooperate.py).
+        self.on_first_work: Callable[[], None] | None = None
 
     @property
     def address(self) -> str:
@@ -193,8 +196,6 @@ class StageServer:
             asyncio.create_task(self._send(session)),
         ]
         self._session = session
-        if self.on_session_start is not None:
-            self.on_session_start()
         return session
 
     async def _end(self, session: _Session) -> None:
@@ -239,6 +240,10 @@ class StageServer:
         loop = asyncio.get_running_loop()
         while True:
             work, tensor = await session.inbox.get()
+            if not session.worked:
+                session.worked = True
+                if self.on_first_work is not None:
+                    self.on_first_work()
             batch = StageBatch.from_meta(work.batch.model_dump(), tensor)
             model = session.model
             start = batch.extra.get(FROM_LAYER, model.start)  # cooperative: the split moves

@@ -7,10 +7,11 @@ CooperativeExecutor's (pipeline/cooperative.py):
 
 - the head grows: layers that land after it started are loaded (on a thread) and handed
   to the executor between two steps, so later batches can run more of them here;
-- the source redirects: when the head attaches, the source hands back (MIGRATE) every
-  request that has not produced a token yet, its queue; the gateway sends them again,
-  to the least loaded instance, which is the new head while the source is overloaded.
-  New requests follow the same routing.
+- the source redirects: when the head serves (its first micro-batch reaches the
+  source's stage), the source hands back (MIGRATE) every request that has not produced
+  a token yet, its queue; the gateway sends them again, to the least loaded instance,
+  which is the new head while the source is overloaded. New requests follow the same
+  routing.
 """
 
 from __future__ import annotations
