@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from cascade_cli import bench_autoscale, bench_capacity, replay_flags
+from cascade_cli import bench_autoscale, bench_burst, bench_capacity, replay_flags
 from cascade_cli.bench_json import write_json
 
 
@@ -98,6 +98,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     _add_scaleup(cmds)
     bench_capacity.add(cmds)
     bench_autoscale.add(cmds)
+    bench_burst.add(cmds)
 
 
 def _add_plan(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

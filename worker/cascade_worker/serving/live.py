@@ -42,7 +42,6 @@ from cascade_protocol.control import TransferRequest
 from cascade_worker.control import NodeHooks
 from cascade_worker.control_errors import RequestError
 from cascade_worker.multicast.result import NodeResult
-from cascade_worker.pipeline.splits import SplitPolicy
 from cascade_worker.serving.cooperate import grow_head, redirect_queued
 from cascade_worker.serving.live_plan import Seat, covers, seat_for
 from cascade_worker.serving.peers import DISSOLVE_WAIT_S, Peers
@@ -157,7 +156,9 @@ class LiveScaleUp:
         store = serving.claim(seat.layers)
         started = time.time()
         splits = None
-        if self.cooperative:
+        if self.cooperative:  # imported here: the planner's zigzag brings networkx
+            from cascade_worker.pipeline.splits import SplitPolicy
+
             splits = SplitPolicy(store.manifest.num_layers, seat.layers[1])
         ok = await serving.start_head(
             store, serving.options(), seat.layers[1], ready.addresses, ready.head, splits
