@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cascade_cli.bench_json import write_json
+from cascade_cli.bench_json import report
 
 
 def _runs(text: str) -> tuple[str, ...]:
@@ -138,9 +138,4 @@ def _autoscale(args: argparse.Namespace) -> int:
     )
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     doc = dry_run(cfg, say) if args.dry_run else run(cfg, say)
-    print(table(doc))
-    write_json(args.json, doc)
-    if args.png is not None:
-        plot(doc, args.png)
-        print(f"wrote {args.png}", file=sys.stderr)
-    return 0
+    return report(doc, table, args.json, args.png, plot)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.bench_json import write_json
+from cascade_cli.bench_json import report
 
 PROFILE = Path("bench/results/capacity-0.2-p180.json")
 
@@ -196,9 +196,4 @@ def _burst(args: argparse.Namespace) -> int:
     )
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     doc = dry_run(cfg, say) if args.dry_run else run(cfg, say)
-    print(table(doc))
-    write_json(args.out, doc)
-    if args.plot is not None and doc["modes"]:
-        plot(doc, args.plot)
-        print(f"wrote {args.plot}", file=sys.stderr)
-    return 0
+    return report(doc, table, args.out, args.plot if doc["modes"] else None, plot)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,3 +16,19 @@ def write_json(path: Path | None, doc: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"\nwrote {path}", file=sys.stderr)
+
+
+def report(
+    doc: dict[str, Any],
+    table: Callable[[dict[str, Any]], str],
+    json_path: Path | None,
+    png_path: Path | None,
+    plot: Callable[[dict[str, Any], Path], object],
+) -> int:
+    """A cluster bench's ending: the table on stdout, the JSON and the PNG if asked for."""
+    print(table(doc))
+    write_json(json_path, doc)
+    if png_path is not None:
+        plot(doc, png_path)
+        print(f"wrote {png_path}", file=sys.stderr)
+    return 0
