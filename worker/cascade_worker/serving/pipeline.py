@@ -87,7 +87,6 @@ class HeadRole:
 
     executor: PipelineExecutor
     stages: list[str]  # addresses, in layer order
-    local_layers: tuple[int, int]  # [0, a): what the head computes itself
     switching: bool = False  # a switch to local execution is under way
     left: bool = False  # closed by this worker (drain, switch): not a failure
     covered_at: float | None = None  # live scale-ups: see PipelineInfo
@@ -106,6 +105,7 @@ class HeadRole:
 
     def describe(self) -> PipelineInfo:
         return PipelineInfo(
+            # [0, a): what the head computes itself (a cooperating head grows)
             stages=list(self.stages), local_layers=(0, self.executor.head.end),
             covered_at=self.covered_at, serving_at=self.serving_at,
         )  # fmt: skip
@@ -155,7 +155,7 @@ def build_head(
         device=options.device or "cpu", dtype=torch_dtype(options.dtype), loop=loop,
         prepared=prepared, splits=splits,
     )  # fmt: skip
-    return engine, HeadRole(executor, list(stages), (0, end))
+    return engine, HeadRole(executor, list(stages))
 
 
 def local_stage(store: BlockStore, head: HeadRole) -> StageModel:
