@@ -219,7 +219,8 @@ def scale_up(
             f"{s.at:6.1f}s {s.pod:>10} {s.mode:8} blocks {s.blocks}/{s.total} "
             f"running {s.running} waiting {s.waiting} stage {s.stage} local {s.local}"
         )
-    plan = json.loads(ns.kubectl("get", "sp", "-o", "json"))["items"][0]  # the first
+    plans = json.loads(ns.kubectl("get", "sp", "-o", "json"))["items"]
+    plan = min(plans, key=lambda p: p["metadata"]["creationTimestamp"])  # the scale-up's
     shown = plan["status"].get("pipelines", [])
     print(f"status.pipelines: {shown}; printer column: {plan['status'].get('pipelineSummary')}")
     assert [p["state"] for p in shown] == ["Dissolved"], shown
@@ -302,5 +303,6 @@ def test_killing_a_pipeline_head_mid_scale_loses_no_request_and_repairs_the_plan
     assert len(live.errors) <= 10, live.errors
     # The plan was repaired: the replacement pod got the weights from a later plan.
     plans = json.loads(ns.kubectl("get", "sp", "-o", "json"))["items"]
+    plans.sort(key=lambda p: p["metadata"]["creationTimestamp"])
     print([(p["metadata"]["name"], p["status"].get("phase")) for p in plans])
     assert len(plans) >= 2 and plans[-1]["status"].get("phase") == "Completed"
