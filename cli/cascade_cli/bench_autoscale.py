@@ -8,17 +8,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from cascade_cli.bench_json import report
+from cascade_cli.bench_json import report, subset
 
 
 def _runs(text: str) -> tuple[str, ...]:
     from cascade_bench.autoscale.manifest import RUNS
 
-    names = tuple(x.strip() for x in text.split(",") if x.strip())
-    bad = [n for n in names if n not in RUNS]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(f"runs are a subset of {','.join(RUNS)}")
-    return names
+    return subset(text, RUNS, "runs")
 
 
 def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

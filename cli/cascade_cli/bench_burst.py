@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.bench_json import report
+from cascade_cli.bench_json import report, subset
 
 PROFILE = Path("bench/results/capacity-0.2-p180.json")
 
@@ -19,11 +19,7 @@ PROFILE = Path("bench/results/capacity-0.2-p180.json")
 def _modes(text: str) -> tuple[str, ...]:
     from cascade_bench.burst.modes import MODES
 
-    names = tuple(x.strip() for x in text.split(",") if x.strip())
-    bad = [n for n in names if n not in MODES]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(f"modes are a subset of {','.join(MODES)}")
-    return names
+    return subset(text, MODES, "modes")
 
 
 def _cpu(text: str) -> float | None:

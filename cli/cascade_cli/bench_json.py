@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,3 +33,11 @@ def report(
         plot(doc, png_path)
         print(f"wrote {png_path}", file=sys.stderr)
     return 0
+
+
+def subset(text: str, allowed: Sequence[str], what: str) -> tuple[str, ...]:
+    """A comma-separated choice of `allowed` names, in the order given (argparse type)."""
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not names or any(n not in allowed for n in names):
+        raise argparse.ArgumentTypeError(f"{what} are a subset of {','.join(allowed)}")
+    return names
