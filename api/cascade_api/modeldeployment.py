@@ -182,6 +182,11 @@ class LiveScaling(ApiModel):
         "the source the rest; off: the pair forms once the target holds half the layers.",
     )
 
+    @property
+    def cooperating(self) -> bool:
+        """Cooperative execution is on (it needs live scaling on)."""
+        return self.enabled and self.cooperative
+
 
 class ModelDeploymentSpec(ApiModel):
     model: ModelSource = Field(

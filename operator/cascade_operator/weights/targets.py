@@ -140,7 +140,7 @@ def make_plan(
         strategy=strategy,
         k=spec.multicast.k if strategy == PlanStrategy.BINOMIAL else None,
         source_stages=spec.live_scaling.enabled,
-        cooperative=spec.live_scaling.enabled and spec.live_scaling.cooperative,
+        cooperative=spec.live_scaling.cooperating,
     )
     try:
         return plan(request, send_capped(topo, spec.multicast.rate_mbit))

@@ -46,13 +46,17 @@ class StageModel:
         self.start, self.end = weights.start, weights.end
         self.device = device
         self.dtype = weights.layers[0].q.dtype
-        self.cache = kv or KVCache(
-            self.end - self.start,
-            cache,
-            config.kv_heads,
-            config.head_dim,
-            dtype=self.dtype,
-            device=device,
+        self.cache = (
+            kv
+            if kv is not None
+            else KVCache(
+                self.end - self.start,
+                cache,
+                config.kv_heads,
+                config.head_dim,
+                dtype=self.dtype,
+                device=device,
+            )
         )
         if self.cache.config != cache or len(self.cache.k) < self.end - self.start:
             raise ValueError("the KV cache given does not fit this stage")

@@ -63,13 +63,14 @@ def attach_stages(
         device=device,
         connect_timeout_s=connect_timeout_s,
     )
+    attached = AttachedStages(chain, thread, first_layer, 0.0)
     start = time.perf_counter()
     try:
         thread.run(chain.attach(first_layer, config.num_layers), timeout=connect_timeout_s * 3)
     except BaseException as exc:
-        with contextlib.suppress(Exception):
-            thread.run(chain.detach(), timeout=10)
+        attached.close()
         if isinstance(exc, concurrent.futures.TimeoutError | TimeoutError):
             raise PipelineError("attaching the pipeline stages timed out") from exc
         raise
-    return AttachedStages(chain, thread, first_layer, time.perf_counter() - start)
+    attached.attached_s = time.perf_counter() - start
+    return attached

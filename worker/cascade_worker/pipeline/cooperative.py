@@ -27,7 +27,7 @@ from cascade_worker.engine.weights import StageWeights
 from cascade_worker.pipeline.attach import AttachedStages
 from cascade_worker.pipeline.executor import PipelineExecutor
 from cascade_worker.pipeline.frames import FROM_LAYER
-from cascade_worker.pipeline.microbatch import select
+from cascade_worker.pipeline.microbatch import select, token_rows
 from cascade_worker.pipeline.splits import SplitPolicy
 
 SMOOTHING = 0.2  # weight of the newest per-layer compute time in its running average
@@ -96,12 +96,9 @@ def _in_order(batch: StageBatch, outs: list[tuple[list[int], torch.Tensor]]) -> 
         return outs[0][1]
     first = outs[0][1]
     if batch.all_logits:
-        starts = [0]
-        for n in batch.num_new:
-            starts.append(starts[-1] + n)
-        rows_of = [list(range(starts[i], starts[i + 1])) for i in range(batch.num_seqs)]
+        rows_of = token_rows(batch)
     else:
-        rows_of = [[i] for i in range(batch.num_seqs)]
+        rows_of = [range(i, i + 1) for i in range(batch.num_seqs)]
     total = batch.num_tokens if batch.all_logits else batch.num_seqs
     out = first.new_empty((total, first.shape[1]))
     for indices, logits in outs:

@@ -84,10 +84,16 @@ def split_batch(batch: StageBatch, sizes: Sequence[int]) -> list[StageBatch]:
     return pieces
 
 
+def token_rows(batch: StageBatch) -> list[range]:
+    """Each sequence's rows of the batch's flattened tokens, in order."""
+    starts = list(itertools.accumulate([0, *batch.num_new]))
+    return [range(a, b) for a, b in itertools.pairwise(starts)]
+
+
 def select(batch: StageBatch, indices: Sequence[int]) -> StageBatch:
     """The sequences `indices` of `batch` (any order) as a batch of their own."""
-    starts = list(itertools.accumulate([0, *batch.num_new]))
-    rows = [r for i in indices for r in range(starts[i], starts[i + 1])]
+    rows_of = token_rows(batch)
+    rows = [r for i in indices for r in rows_of[i]]
     return StageBatch(
         seq_ids=[batch.seq_ids[i] for i in indices],
         start_positions=[batch.start_positions[i] for i in indices],

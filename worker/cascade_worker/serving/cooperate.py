@@ -32,7 +32,6 @@ def held_prefix(ranges: list[tuple[int, int]]) -> int:
 async def grow_head(serving: Serving) -> bool:
     """Give a cooperating head the layers that landed since it last grew; whether it
     grew."""
-    from cascade_worker.engine.config import ModelConfig
     from cascade_worker.engine.weights import load_stage_weights
     from cascade_worker.pipeline.cooperative import CooperativeExecutor
 
@@ -46,10 +45,10 @@ async def grow_head(serving: Serving) -> bool:
     end = min(held_prefix(store.ready_layers()), model.config.num_layers)
     if end <= model.end:
         return False
-    config = ModelConfig.from_hf(store.manifest.config)
     more = await asyncio.to_thread(
-        load_stage_weights, store, config, model.end, end, device=model.device, dtype=model.dtype
-    )
+        load_stage_weights, store, model.config, model.end, end,
+        device=model.device, dtype=model.dtype,
+    )  # fmt: skip
     if more.start != model.end:  # something grew it meanwhile
         return False
     await engine.call(lambda core: executor.grow(more))

@@ -218,7 +218,7 @@ class Serving:
         return True
 
     async def end_stage(self) -> None:
-        """Stop serving as a pipeline stage (its head fails the requests in flight)."""
+        """Stop serving as a pipeline stage (its head hands its requests in flight back)."""
         stage = self.stage
         if stage is not None and stage.server is not None:
             self.stage = None
@@ -229,7 +229,7 @@ class Serving:
     async def drain(self, timeout_s: float | None = None) -> bool:
         """Stop admitting, let in-flight requests finish, stop; those that cannot before
         the deadline are handed back (MIGRATE) to resume on another instance. True when
-        none had to be. A stage server stops at once (its head fails its own requests)."""
+        none had to be. A stage server stops at once (its head hands its own requests back)."""
         await self.end_stage()
         engine = self.engine
         if engine is None:
