@@ -175,10 +175,11 @@ def test_operator_restart_mid_plan_never_duplicates(cluster: tuple[Namespace, Op
     time.sleep(2)
     op.start()
     wait_for("6 workers ready", lambda: len(ns.ready_pods(MD)) == 6, timeout=300)
+    # A target serves once it holds every block; its plan completes when the chain's
+    # transfers end, a little later.
+    wait_for("a Completed plan", lambda: any(phase(p) == "Completed" for p in plans(ns)), 60)
     found = plans(ns)
     print(ns.kubectl("get", "sp"))
-    done = [p for p in found if phase(p) == "Completed"]
-    assert done, [(p["metadata"]["name"], phase(p)) for p in found]
     # Never two plans at once for the same targets: the restarted operator found its
     # plan (derived name) instead of making a second one; a repair is a later attempt.
     keys = [

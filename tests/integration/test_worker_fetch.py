@@ -67,9 +67,11 @@ def test_pod_fetches_model_from_peer_pod(cluster: Namespace, tmp_path: Path) -> 
     ma, mb = http("GET", f"{a}/v1/control/manifest")[1], http("GET", f"{b}/v1/control/manifest")[1]
     assert [blk["checksum"] for blk in ma["blocks"]] == [blk["checksum"] for blk in mb["blocks"]]
 
-    # The fetched copy serves: the same greedy tokens as the pod it came from.
+    # The fetched copy serves: the same greedy tokens as the pod it came from. The
+    # operator serves a pod that holds the whole model and runs no engine, so it may
+    # have given the order first.
     status, doc = http("POST", f"{b}/v1/control/serve", {})
-    assert status == 202, doc
+    assert status == 202 or (status == 409 and "serves already" in doc["error"]), doc
     wait_for("pod 1 serving", lambda: http("GET", f"{b}/v1/status")[1]["engine"] == "serving")
     ask = {"request_id": "r", "prompt": "Hello", "params": {"max_tokens": 12, "temperature": 0}}
     assert generated(f"{a}/v1/generate", ask) == generated(f"{b}/v1/generate", ask)
