@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cascade_bench.burst import metrics
+from cascade_bench.burst import bound, metrics
 from cascade_bench.table import format_rows
 
 COLUMNS = [
@@ -80,6 +80,13 @@ def document(
 ) -> dict[str, Any]:
     rows = {m: metrics.mode_doc(r, judge, per_request) for m, r in raw.items()}
     comp = metrics.comparison(rows)
+    comp["fluid_bound"] = bound.from_run(
+        rows,
+        choices["scale_to"],
+        choices["multicast"].get("blocks") or 1,
+        load["burst"]["demand"],
+        judge.burst_t[1] - judge.burst_t[0],
+    )
     return {
         "benchmark": "burst",
         "choices": dict(choices)
