@@ -59,6 +59,13 @@ class ServingMode(StrEnum):
     LOCAL = "local"  # takes requests and runs every layer itself (maybe a stage as well)
 
 
+class WorkerRole(StrEnum):
+    """What a worker process is for (the operator's pod component)."""
+
+    INSTANCE = "instance"  # serves the model (an engine, a pipeline stage)
+    HOST_COPY = "host-copy"  # only holds the model's blocks in host memory and sends them
+
+
 class TransferRole(StrEnum):
     SOURCE = "source"  # sent blocks it held
     TARGET = "target"  # received blocks
@@ -115,12 +122,16 @@ class WorkerStatus(Report):
     pod: str
     model_uri: str = ""
     data_port: int = 0
+    role: WorkerRole = WorkerRole.INSTANCE
     # The block store: what it holds (or receives), and the job that fills it.
     phase: WorkerPhase = WorkerPhase.IDLE
     model_digest: str | None = None
     blocks_loaded: int = 0
     blocks_total: int = 0
     bytes_received: int = 0  # of the running transfer so far, else of the last one
+    # Bytes of the blocks held: host memory for a host copy; an instance's store plays
+    # the accelerator's memory (its engine's weights are views of it).
+    store_bytes: int = 0
     error: str | None = None  # why the last job failed
     last_transfer: TransferReport | None = None
     # Serving: the engine's phase, why it failed, its bounds and current batch.

@@ -22,6 +22,7 @@ from cascade_protocol.cli_args import (
     parse_port,
     parse_seconds,
 )
+from cascade_protocol.status import WorkerRole
 
 # Blocks a model is cut into when a load request names no count.
 DEFAULT_BLOCKS = 4
@@ -59,6 +60,9 @@ class WorkerConfig:
     pipeline_port: int = PIPELINE_PORT
     # Blocks per model when a load request does not say ($CASCADE_BLOCKS).
     blocks: int = DEFAULT_BLOCKS
+    # A host copy ($CASCADE_ROLE=host-copy): holds the model's blocks in host memory and
+    # sends them to plans; runs no engine, is ready once it holds the whole model.
+    host_copy: bool = False
     # Load $CASCADE_MODEL_PATH and start an engine at start-up ($CASCADE_SERVE=1).
     serve_on_start: bool = False
     # Start idle and unready until weights arrive and an engine serves them
@@ -132,6 +136,13 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         type=parse_port,
         default=env.get("CASCADE_PIPELINE_PORT", str(PIPELINE_PORT)),
         help=f"pipeline stage (UCX) port (env CASCADE_PIPELINE_PORT, default {PIPELINE_PORT})",
+    )
+    parser.add_argument(
+        "--role",
+        choices=[str(r) for r in WorkerRole],
+        default=env.get("CASCADE_ROLE") or str(WorkerRole.INSTANCE),
+        help="instance (serves) or host-copy (holds and sends the model's blocks only; "
+        "env CASCADE_ROLE)",
     )
     parser.add_argument(
         "--blocks",
@@ -244,6 +255,8 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
             serve = False if await_weights else parse_flag(raw_serve)
         except argparse.ArgumentTypeError as exc:
             parser.error(f"CASCADE_SERVE: {exc}")
+    if args.role == WorkerRole.HOST_COPY and (serve or await_weights):
+        parser.error("a host copy runs no engine: leave --serve-on-start and CASCADE_SERVE unset")
     return WorkerConfig(
         host=args.host,
         port=args.port,
@@ -255,6 +268,7 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         data_port=args.data_port,
         pipeline_port=args.pipeline_port,
         blocks=args.blocks,
+        host_copy=args.role == WorkerRole.HOST_COPY,
         serve_on_start=serve,
         await_weights=await_weights,
         max_batch=args.max_batch,

@@ -29,6 +29,15 @@ def register_control_metrics(ctl: Control, registry: CollectorRegistry) -> None:
         "cascade_worker_blocks_loaded", "Model blocks this worker holds.", registry=registry
     )
     loaded.set_function(lambda: ctl.state.blocks_loaded)
+    held = Gauge(
+        "cascade_worker_store_bytes",
+        "Bytes of model blocks held, by memory tier: host (a host copy's host memory) or "
+        "device (an instance's store, which its engine's weights are views of).",
+        ["tier"],
+        registry=registry,
+    )
+    tier = "host" if ctl.config.host_copy else "device"
+    held.labels(tier=tier).set_function(lambda: ctl.state.store_bytes)
     ctl.received = Counter(
         "cascade_worker_bytes_received",
         "Weight bytes received from peers by finished transfers.",

@@ -82,6 +82,14 @@ class WorkerState:
         return len(store.held()) if store is not None else 0
 
     @property
+    def store_bytes(self) -> int:
+        """Bytes of the blocks the store holds (allocated for all; counted as held)."""
+        store = self.current_store()
+        if store is None:
+            return 0
+        return sum(store.manifest.blocks[i].nbytes for i in store.held())
+
+    @property
     def bytes_received(self) -> int:
         """Bytes of the running transfer so far, else of the last one."""
         if self.node is not None and not self.node.role.is_source:
@@ -106,6 +114,7 @@ class WorkerState:
                 "model_digest": store.manifest.digest if store is not None else None,
                 "blocks_loaded": self.blocks_loaded,
                 "blocks_total": store.num_blocks if store is not None else 0,
+                "store_bytes": self.store_bytes,
                 "bytes_received": self.bytes_received,
                 "error": self.error,
                 "last_transfer": self.last_transfer,

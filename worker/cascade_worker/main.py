@@ -29,10 +29,11 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Info
 
 from cascade_protocol.service import create_app, new_registry, serve, setup_logging
-from cascade_protocol.status import STATUS_PATH, WorkerStatus
+from cascade_protocol.status import STATUS_PATH, WorkerRole, WorkerStatus
 from cascade_worker.config import WorkerConfig, load_config
 from cascade_worker.control import CONTROL_KEY, Control, import_transfer_path
 from cascade_worker.control_routes import add_control
+from cascade_worker.host_copy import add_host_copy
 from cascade_worker.serving.api import SERVING_KEY
 from cascade_worker.serving.control_routes import add_serving
 from cascade_worker.serving.factory import EngineFactory, default_engine_factory
@@ -56,11 +57,12 @@ def register_metrics(registry: CollectorRegistry, config: WorkerConfig) -> None:
 def worker_status(app: web.Application) -> WorkerStatus:
     """Who this worker is, what its store holds and does, and how its engine serves."""
     config = app[CONFIG_KEY]
+    role = WorkerRole.HOST_COPY if config.host_copy else WorkerRole.INSTANCE
     status = WorkerStatus(
-        pod=config.pod_name, model_uri=config.model_uri, data_port=config.data_port
+        pod=config.pod_name, model_uri=config.model_uri, data_port=config.data_port, role=role
     )
     status = app[CONTROL_KEY].state.status(status)
-    return serving_status(app[SERVING_KEY], status)
+    return status if config.host_copy else serving_status(app[SERVING_KEY], status)
 
 
 async def _status(request: web.Request) -> web.Response:
@@ -79,33 +81,38 @@ def build_app(
     app = create_app(registry)
     app[CONFIG_KEY] = config
     add_control(app, control or Control(config), registry)
-    add_serving(app, registry, factory)
+    if config.host_copy:
+        add_host_copy(app)
+    else:
+        add_serving(app, registry, factory)
     app.router.add_get(STATUS_PATH, _status)
     return app
 
 
-def warm_imports() -> None:
+def warm_imports(engine: bool = True) -> None:
     """Import what the worker's first orders need: the transfer path (torch, ucxx, the
-    multicast node) and the engine. Cold, on a CPU-limited node, they take seconds. A
-    failure here is only logged: the order that needs the module reports it."""
+    multicast node) and the engine (not on a host copy). Cold, on a CPU-limited node,
+    they take seconds. A failure here is only logged: the order that needs the module
+    reports it."""
     try:
         import_transfer_path()
-        importlib.import_module("cascade_worker.engine.engine")
+        if engine:
+            importlib.import_module("cascade_worker.engine.engine")
     except Exception as exc:  # the build lacks a piece; its order will say so
         log.warning("preloading the transfer path and engine failed: %s", exc)
 
 
-def preload() -> None:
+def preload(engine: bool = True) -> None:
     """Warm the slow imports on a background thread now, while the worker waits for
     its orders, instead of when an order comes."""
-    threading.Thread(target=warm_imports, name="preload", daemon=True).start()
+    threading.Thread(target=warm_imports, args=(engine,), name="preload", daemon=True).start()
 
 
 async def run(config: WorkerConfig) -> None:
     """Serve; the preload starts once the worker listens, so it does not hold back the
     control API the operator plans from (both share the pod's CPU quota)."""
     listening: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    listening.add_done_callback(lambda _: preload())
+    listening.add_done_callback(lambda _: preload(engine=not config.host_copy))
     app = build_app(config)
     await serve(
         app, config.host, config.port, drain_seconds=config.drain_seconds, started=listening
