@@ -23,6 +23,7 @@ LABEL_DEPLOYMENT: Final = f"{GROUP}/deployment"
 MANAGED_BY: Final = "cascade-operator"
 COMPONENT_WORKER: Final = "worker"
 COMPONENT_GATEWAY: Final = "gateway"
+COMPONENT_HOST_COPY: Final = "host-copy"
 
 # A worker pod's instance role (interactive, mixed or batch: cascade_protocol.roles),
 # set by the operator's autoscaler, read by the gateway's routing. Unlabelled: mixed.

@@ -231,9 +231,12 @@ class ModelDeploymentSpec(ApiModel):
         default=1,
         ge=0,
         le=64,
-        description="Instances kept as holders of the whole model: preferred as ScalePlan "
-        "sources and removed last on scale-down. Not yet a separate host pool: copies are "
-        "worker pods, so none outlives scale to zero (the next instance reads storage).",
+        description="Host copies of the model: pods apart from the instances (not counted "
+        "in replicas, kept at replicas 0) that hold its packed blocks in host memory, run no "
+        "engine, and send them to new instances as ScalePlan sources of tier host. Placed on "
+        "distinct nodes (different leaf switches preferred); a lost one is re-created and "
+        "filled from a peer, or from storage when none holds the model. 0: none, so scaling "
+        "from zero reads storage again.",
     )
     materialization: Toggle = Field(
         default_factory=Toggle,
@@ -275,6 +278,13 @@ class InstanceStatus(ApiModel):
     )
 
 
+class HostCopyStatus(ApiModel):
+    pod: str = Field(description="Host-copy pod name.")
+    node: str | None = Field(default=None, description="Node the pod runs on.")
+    ready: bool = Field(default=False, description="Holds the whole model.")
+    bytes_held: int = Field(default=0, ge=0, description="Bytes of model blocks it holds.")
+
+
 class ModelDeploymentStatus(ApiModel):
     observed_generation: int | None = Field(default=None, description="Last generation acted on.")
     replicas: int = Field(default=0, ge=0, description="Worker pods that exist (not deleting).")
@@ -283,6 +293,9 @@ class ModelDeploymentStatus(ApiModel):
     selector: str = Field(default="", description="Label selector of the worker pods (/scale).")
     conditions: list[Condition] = Field(default_factory=list, description="Available etc.")
     instances: list[InstanceStatus] = Field(default_factory=list, description="One per pod.")
+    host_copies: list[HostCopyStatus] = Field(
+        default_factory=list, description="One per host-copy pod (spec.hostCopies)."
+    )
     current_plan: str | None = Field(default=None, description="ScalePlan being executed.")
     endpoint: str | None = Field(default=None, description="In-cluster URL of the gateway.")
     autoscaler: AutoscalerStatus | None = Field(

@@ -105,6 +105,28 @@ def worker_pod(
     cfg: OperatorConfig,
     start: str = START_STORAGE,
 ) -> Manifest:
+    # storage: load CASCADE_MODEL_PATH at start and serve it. await: hold nothing until a
+    # plan streams the weights, then serve when told. Ready = serving.
+    serve = {"name": "CASCADE_SERVE", "value": "1" if start == START_STORAGE else "await"}
+    pod = process_pod(ref, spec, cfg, pod_name(ref.name, index), c.COMPONENT_WORKER, [serve])
+    pod["metadata"]["annotations"] = {
+        f"{c.GROUP}/instance-index": str(index),
+        START_ANNOTATION: start,
+    }
+    pod["spec"]["containers"][0]["resources"] = _worker_resources(spec)
+    return pod
+
+
+def process_pod(
+    ref: MdRef,
+    spec: ModelDeploymentSpec,
+    cfg: OperatorConfig,
+    name: str,
+    component: str,
+    env_tail: list[Manifest],
+) -> Manifest:
+    """A pod running the worker process (an instance or a host copy): identity, model,
+    engine settings and probes; the caller adds what its role needs."""
     model_path, volumes, mounts = _model_volume(spec)
     env = [
         _field_env("POD_NAME", "metadata.name"),
@@ -127,9 +149,7 @@ def worker_pod(
         {"name": "CASCADE_INTERACTIVE_ITL_SLO_MS", "value": str(spec.slo.interactive.itl_ms)},
         {"name": "CASCADE_BATCH_ITL_SLO_MS", "value": str(spec.slo.batch.itl_ms)},
         {"name": "CASCADE_BLOCKS", "value": str(spec.multicast.blocks)},  # at most one per layer
-        # storage: load CASCADE_MODEL_PATH at start and serve it. await: hold nothing
-        # until a plan streams the weights, then serve when told. Ready = serving.
-        {"name": "CASCADE_SERVE", "value": "1" if start == START_STORAGE else "await"},
+        *env_tail,
     ]
     container: Manifest = {
         "name": "worker",
@@ -141,7 +161,6 @@ def worker_pod(
         # (period 2 cost a second on average per scale-up); still 6 s of failures to unready.
         "readinessProbe": _probe(c.READY_PATH, period=1, failures=6),
         "livenessProbe": _probe(c.HEALTH_PATH, period=10, failures=6),
-        "resources": _worker_resources(spec),
     }
     if mounts:
         container["volumeMounts"] = mounts
@@ -159,10 +178,9 @@ def worker_pod(
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": pod_name(ref.name, index),
+            "name": name,
             "namespace": ref.namespace,
-            "labels": labels(ref.name, c.COMPONENT_WORKER),
-            "annotations": {f"{c.GROUP}/instance-index": str(index), START_ANNOTATION: start},
+            "labels": labels(ref.name, component),
             "ownerReferences": [owner_reference(ref)],
         },
         "spec": pod_spec,

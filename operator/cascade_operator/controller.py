@@ -20,7 +20,11 @@ from collections import defaultdict
 
 from cascade_api import constants as c
 from cascade_api.base import utcnow
-from cascade_api.modeldeployment import ModelDeploymentSpec, ModelDeploymentStatus
+from cascade_api.modeldeployment import (
+    HostCopyStatus,
+    ModelDeploymentSpec,
+    ModelDeploymentStatus,
+)
 from cascade_api.scaling import AutoscalerOwner
 from cascade_operator import builders, instances
 from cascade_operator.autoscale import observe
@@ -28,6 +32,7 @@ from cascade_operator.autoscale.tick import Autoscaler
 from cascade_operator.clients.kube import Body, Cluster
 from cascade_operator.clients.workers import WorkerClient
 from cascade_operator.config import OperatorConfig
+from cascade_operator.host_copies import HostCopyDecision, decide_host_copies, host_copy_selector
 from cascade_operator.observed import GatewayView, MdRef, Observed, PodView
 from cascade_operator.spec import parse_spec
 from cascade_operator.status import PlanState, StatusInput, assemble
@@ -81,13 +86,10 @@ class Controller:
         previous = ModelDeploymentStatus.model_validate(stored)
         parsed = parse_spec(body.get("spec") or {})
         spec = parsed.accepted
-        pods = [
-            PodView.of(p)
-            for p in self.cluster.list_pods(ns, builders.worker_selector(ref.name))
-            if p.get("metadata")
-        ]
-        workers = self.plans.workers(pods)
-        got = self.plans.gather(ref, pods, workers, spec.host_copies) if spec else None
+        pods = self._pods(ns, builders.worker_selector(ref.name))
+        hosts = self._pods(ns, host_copy_selector(ref.name))
+        workers = self.plans.workers(pods + hosts)
+        got = self.plans.gather(ref, pods + hosts, workers, spec.host_copies) if spec else None
         deployment, service = self.cluster.get_gateway(ns, builders.gateway_name(ref.name))
         now = utcnow()
         scaling, scale_events = None, []
@@ -106,17 +108,17 @@ class Controller:
             status=stored,
             pods=pods,
             gateway=GatewayView.of(deployment, service),
-            protected=frozenset(got.pool.protected()) if got is not None else frozenset(),
             in_flight=self._in_flight(ref, spec, pods),
         )
-        decision = instances.decide(obs, spec, self.cfg)
-        for manifest in decision.create_pods:
+        decision = instances.decide(obs, spec, self.cfg, has_copy=_alive(hosts))
+        copies = decide_host_copies(ref, spec, hosts, self.cfg) if spec else HostCopyDecision()
+        for manifest in [*decision.create_pods, *copies.create]:
             self.cluster.create_pod(manifest)
-        for pod in decision.delete_pods:
+        for pod in [*decision.delete_pods, *copies.delete]:
             self.cluster.delete_pod(ns, pod)
         for manifest in decision.gateway:
             self.cluster.apply(manifest)
-        events, plans, moving = [*scale_events, *decision.events], None, False
+        events, plans, moving = [*scale_events, *decision.events, *copies.events], None, False
         if spec is not None and got is not None:
             outcome = self.plans.tick(ref, generation, spec, got, now)
             events += outcome.events
@@ -134,6 +136,13 @@ class Controller:
                 endpoint=builders.gateway_endpoint(ref),
                 blocks={w.name: w.blocks_loaded for w in workers if w.phase is not None},
                 modes={w.name: w.mode for w in workers if w.mode is not None},
+                host_copies=[
+                    HostCopyStatus(
+                        pod=w.name, node=w.node, ready=w.has_model, bytes_held=w.store_bytes
+                    )
+                    for w in workers
+                    if w.host_copy
+                ],
                 plans=plans,
                 scaling=scaling,
             ),
@@ -148,6 +157,9 @@ class Controller:
             created, deleted = len(decision.create_pods), len(decision.delete_pods)
             log.info("%s/%s: created %d, deleted %d pods", ns, ref.name, created, deleted)
 
+    def _pods(self, ns: str, selector: str) -> list[PodView]:
+        return [PodView.of(p) for p in self.cluster.list_pods(ns, selector) if p.get("metadata")]
+
     def _in_flight(
         self, ref: MdRef, spec: ModelDeploymentSpec | None, pods: list[PodView]
     ) -> dict[str, int]:
@@ -160,6 +172,10 @@ class Controller:
         """Delete what the ModelDeployment owns; returns how many pods remain terminating."""
         with self._lock(namespace, name):
             return self.cluster.delete_owned(namespace, name)
+
+
+def _alive(pods: list[PodView]) -> bool:
+    return any(not p.terminating and not p.failed for p in pods)
 
 
 def owner_of(labels: dict[str, str]) -> str | None:

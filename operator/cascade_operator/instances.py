@@ -44,19 +44,15 @@ def free_indices(pods: list[PodView], count: int) -> list[int]:
 
 
 def scale_down_victims(
-    pods: list[PodView],
-    count: int,
-    protected: frozenset[str] = frozenset(),
-    in_flight: Mapping[str, int] | None = None,
+    pods: list[PodView], count: int, in_flight: Mapping[str, int] | None = None
 ) -> list[PodView]:
     """Give up the least useful instances first: unplaced, then loading, then serving
-    (the fewest requests in flight first, so the fewest streams must finish or move),
-    host-copy holders last; the highest ordinal first among equals."""
+    (the fewest requests in flight first, so the fewest streams must finish or move);
+    the highest ordinal first among equals. Host copies are pods of their own."""
     load = in_flight or {}
     ranked = sorted(
         pods,
         key=lambda p: (
-            p.name in protected,
             p.node is not None,
             p.ready,
             load.get(p.name, 0),
@@ -66,21 +62,24 @@ def scale_down_victims(
     return ranked[:count]
 
 
-def start_modes(healthy: list[PodView], count: int, from_peers: bool = True) -> list[str]:
-    """How each of `count` new pods gets its weights: when no healthy pod exists (nothing
-    can hold the model), the first loads it from storage; every other new pod awaits a
-    ScalePlan that streams the weights from a holder. Without `from_peers`
-    (spec.multicast.fromPeers false) every new pod loads from storage, as the first does,
-    and none awaits a plan."""
+def start_modes(healthy: bool, count: int, from_peers: bool = True) -> list[str]:
+    """How each of `count` new pods gets its weights: when no healthy instance or host
+    copy exists (`healthy` false: nothing can hold the model), the first loads it from
+    storage; every other new pod awaits a ScalePlan that streams the weights from a
+    holder. Without `from_peers` (spec.multicast.fromPeers false) every new pod loads
+    from storage, as the first does, and none awaits a plan."""
     if not from_peers:
         return [START_STORAGE] * count
     first = START_AWAIT if healthy else START_STORAGE
     return [first, *[START_AWAIT] * (count - 1)][:count]
 
 
-def decide(obs: Observed, spec: ModelDeploymentSpec | None, cfg: OperatorConfig) -> Decision:
+def decide(
+    obs: Observed, spec: ModelDeploymentSpec | None, cfg: OperatorConfig, has_copy: bool = False
+) -> Decision:
     """What to change for the accepted `spec`; nothing at all while the spec is invalid
-    (None): the pods of the last accepted spec keep running."""
+    (None): the pods of the last accepted spec keep running. `has_copy`: a host-copy pod
+    lives (new instances await its weights instead of reading storage)."""
     if spec is None:
         return Decision()
     alive = [p for p in obs.pods if not p.terminating]
@@ -91,13 +90,13 @@ def decide(obs: Observed, spec: ModelDeploymentSpec | None, cfg: OperatorConfig)
     missing = spec.replicas - len(healthy)
     if missing > 0:
         indices = free_indices(obs.pods, missing)
-        modes = start_modes(healthy, missing, spec.multicast.from_peers)
+        modes = start_modes(bool(healthy) or has_copy, missing, spec.multicast.from_peers)
         create = [
             builders.worker_pod(obs.ref, spec, i, cfg, start)
             for i, start in zip(indices, modes, strict=True)
         ]
     elif missing < 0:
-        victims = scale_down_victims(healthy, -missing, obs.protected, obs.in_flight)
+        victims = scale_down_victims(healthy, -missing, obs.in_flight)
         delete += [p.name for p in victims]
     gateway: list[Manifest] = []
     if obs.spec_changed or not obs.gateway.deployment_exists:

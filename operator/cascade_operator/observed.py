@@ -24,9 +24,6 @@ Body = dict[str, Any]
 # the operator streams it weights along a ScalePlan.
 START_ANNOTATION = f"{c.GROUP}/start"
 START_STORAGE, START_AWAIT = "storage", "await"
-# Set by the operator on pods designated to keep a host copy of the weights, so the
-# parameter pool is rebuilt from the API after an operator restart.
-HOST_COPY_ANNOTATION = f"{c.GROUP}/host-copy"
 
 
 @dataclass(frozen=True)
@@ -57,7 +54,7 @@ class PodView:
     uid: str = ""
     created: datetime | None = None  # creationTimestamp: tells a fresh pod from a reused name
     start: str = ""  # START_STORAGE | START_AWAIT (annotation); "" when not set
-    host_copy: bool = False  # designated to keep a host copy (annotation)
+    host_copy: bool = False  # a host-copy pod (component label), not an instance
     role: InstanceRole = InstanceRole.MIXED  # label LABEL_ROLE (the autoscaler sets it)
     labelled: bool = False  # the role label exists (else the role is mixed by default)
     ready_since: datetime | None = None  # Ready's lastTransitionTime while ready
@@ -106,7 +103,7 @@ class PodView:
             uid=str(meta.get("uid") or ""),
             created=parse_time(meta.get("creationTimestamp")),
             start=str(annotations.get(START_ANNOTATION) or ""),
-            host_copy=annotations.get(HOST_COPY_ANNOTATION) == "true",
+            host_copy=(meta.get("labels") or {}).get(c.LABEL_COMPONENT) == c.COMPONENT_HOST_COPY,
             role=InstanceRole.of_label((meta.get("labels") or {}).get(c.LABEL_ROLE)),
             labelled=c.LABEL_ROLE in (meta.get("labels") or {}),
             ready_since=parse_time(ready.get("lastTransitionTime"))
@@ -156,9 +153,6 @@ class Observed:
     status: Body  # the stored status, as the API returned it
     pods: list[PodView] = field(default_factory=list)
     gateway: GatewayView = field(default_factory=GatewayView)
-    # Pods that hold a host copy of the weights (pool.PoolDecision.protected()):
-    # scale-down gives them up last.
-    protected: frozenset[str] = frozenset()
     # Requests in flight per worker pod, from the gateway (read only when scaling down).
     in_flight: Mapping[str, int] = field(default_factory=dict)
 

@@ -17,7 +17,12 @@ from datetime import datetime
 from typing import Any
 
 from cascade_api.base import Condition, set_condition
-from cascade_api.modeldeployment import InstanceMode, InstanceStatus, ModelDeploymentStatus
+from cascade_api.modeldeployment import (
+    HostCopyStatus,
+    InstanceMode,
+    InstanceStatus,
+    ModelDeploymentStatus,
+)
 from cascade_api.scaling import AutoscalerStatus
 from cascade_operator.conditions import available, degraded, instance_phase, progressing
 from cascade_operator.events import EventNote, transition_events
@@ -60,6 +65,7 @@ class StatusInput:
     # pod -> how its worker serves (GET /v1/status mode); a pod whose worker did not
     # answer this tick is absent and shows no mode.
     modes: Mapping[str, ServingMode] = field(default_factory=dict)
+    host_copies: Sequence[HostCopyStatus] = ()  # one per host-copy pod
     plans: PlanState | None = None  # None: the lifecycle did not run (invalid spec)
     scaling: ScalingShown | None = None  # None: leave status.autoscaler as it is
 
@@ -111,6 +117,7 @@ def assemble(inp: StatusInput, now: datetime) -> StatusUpdate:
             "selector": inp.selector,
             "conditions": conditions,
             "instances": _instances(inp),
+            "host_copies": sorted(inp.host_copies, key=lambda h: h.pod),
             "current_plan": current_plan,
             "endpoint": inp.endpoint,
             "autoscaler": autoscaler,

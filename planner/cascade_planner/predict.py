@@ -17,6 +17,7 @@ from cascade_api.scaleplan import (
     ExecutionPipeline,
     PlanStrategy,
     ScalePlanSpec,
+    SourceTier,
     TargetPrediction,
 )
 from cascade_planner.flow import predict_chains, predict_steps, shown
@@ -102,7 +103,8 @@ def predict(
                     row[pos[tr.block]] = min(row[pos[tr.block]], ends[s])
         sources = {o.source: o for o in spec.block_orders}
         default_groups = _binomial_groups(spec, sources)
-    joining = [s.pod for s in spec.sources] if source_stages else []
+    # A host copy runs no engine: only instances (tier gpu) may close a pipeline.
+    joining = [s.pod for s in spec.sources if s.tier == SourceTier.GPU] if source_stages else []
     pipelines = form_pipelines(
         groups if groups is not None else default_groups, arrivals, blocks, joining, cooperative
     )

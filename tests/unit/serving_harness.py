@@ -161,6 +161,9 @@ class FakeStore:
     def held(self) -> list[int]:
         return list(range(self.num_blocks)) if self.whole else [0]
 
+    def held_bytes(self) -> int:
+        return 1024 * len(self.held())
+
 
 CONFIG = WorkerConfig(
     host="127.0.0.1",

@@ -9,8 +9,10 @@ from typing import Any
 from operator_fixtures import MODEL_URI, REF, FakeCluster, FakeWorkers
 
 from cascade_api import constants as c
+from cascade_operator.builders import worker_selector
 from cascade_operator.config import OperatorConfig
 from cascade_operator.controller import Controller
+from cascade_operator.host_copies import host_copy_selector
 from cascade_protocol.status import WorkerStatus
 
 B = 8
@@ -63,8 +65,11 @@ def conditions(cluster: FakeCluster) -> dict[str, dict[str, Any]]:
 def test_first_reconcile_creates_pods_gateway_and_a_status() -> None:
     controller, cluster, _ = world(2)
     reconcile(controller)
-    pods = cluster.list_pods(REF.namespace, "")
+    pods = cluster.list_pods(REF.namespace, worker_selector(REF.name))
     assert [p["metadata"]["name"] for p in pods] == ["llama-0", "llama-1"]
+    # And one host copy (spec.hostCopies defaults to 1), not an instance.
+    (copy,) = cluster.list_pods(REF.namespace, host_copy_selector(REF.name))
+    assert copy["metadata"]["name"] == "llama-host-0"
     assert [p["metadata"]["annotations"]["cascade.dev/start"] for p in pods] == [
         "storage",
         "await",
@@ -78,7 +83,7 @@ def test_first_reconcile_creates_pods_gateway_and_a_status() -> None:
     reconcile(controller)
     assert status(cluster)["replicas"] == 2
     assert conditions(cluster)["Progressing"]["reason"] == "InstancesLoading"
-    assert len(cluster.list_pods(REF.namespace, "")) == 2  # no duplicates on a repeat
+    assert len(cluster.list_pods(REF.namespace, "")) == 3  # no duplicates on a repeat
 
 
 def test_instances_show_the_blocks_each_worker_holds_and_a_plan_streams_to_the_new_one() -> None:
@@ -136,7 +141,8 @@ def test_an_invalid_spec_keeps_the_pods_and_says_which_field() -> None:
     body["spec"]["replicas"] = 3
     body["metadata"]["generation"] = 2
     reconcile(controller)
-    assert [p["metadata"]["name"] for p in cluster.list_pods(REF.namespace, "")] == ["llama-0"]
+    pods = cluster.list_pods(REF.namespace, worker_selector(REF.name))
+    assert [p["metadata"]["name"] for p in pods] == ["llama-0"]
     degraded = conditions(cluster)["Degraded"]
     assert degraded["reason"] == "InvalidSpec" and "spec.scaling" in degraded["message"]
     assert ("Warning", "InvalidSpec") in [(e.type, e.reason) for e in cluster.events]

@@ -60,14 +60,14 @@ def plans(cluster: FakeCluster) -> list[dict[str, Any]]:
 
 
 def test_start_modes_without_peers_are_all_storage() -> None:
-    assert start_modes([], 3, from_peers=False) == ["storage"] * 3
-    assert start_modes([], 3) == ["storage", "await", "await"]
+    assert start_modes(False, 3, from_peers=False) == ["storage"] * 3
+    assert start_modes(False, 3) == ["storage", "await", "await"]
 
 
 def one_to_three(from_peers: bool) -> tuple[Controller, FakeCluster, FakeWorkers, list[Any]]:
     """Tick 1: the first pod (from storage, as always); it serves; tick 2; 1 -> 3; tick
     3. The world, and how the two new pods start."""
-    controller, cluster, workers = world(1, multicast={"fromPeers": from_peers})
+    controller, cluster, workers = world(1, multicast={"fromPeers": from_peers}, hostCopies=0)
     tick(controller)
     assert {n: start(p) for n, p in pods(cluster).items()} == {"llama-0": ("storage", "1")}
     run(cluster, workers, "llama-0", serving("llama-0"))
@@ -102,7 +102,7 @@ def test_a_scale_up_without_peers_loads_from_storage_and_makes_no_plan() -> None
 
 
 def test_a_replacement_without_peers_loads_from_storage() -> None:
-    controller, cluster, workers = world(2, multicast={"fromPeers": False})
+    controller, cluster, workers = world(2, multicast={"fromPeers": False}, hostCopies=0)
     tick(controller)
     run(cluster, workers, "llama-0", serving("llama-0"))
     run(cluster, workers, "llama-1", serving("llama-1"))

@@ -88,17 +88,17 @@ def test_scale_up_from_a_running_instance_streams_to_every_new_pod() -> None:
 
 
 def test_start_modes() -> None:
-    assert start_modes([], 0) == []
-    assert start_modes([], 2) == ["storage", "await"]
-    assert start_modes([pod(0)], 1) == ["await"]
+    assert start_modes(False, 0) == []
+    assert start_modes(False, 2) == ["storage", "await"]
+    assert start_modes(True, 1) == ["await"]
 
 
-def test_scale_down_spares_host_copy_holders() -> None:
-    pods = [pod(0), pod(1), pod(2)]
-    victims = scale_down_victims(pods, 2, frozenset({"llama-2"}))
-    assert [p.name for p in victims] == ["llama-1", "llama-0"]
-    d = decide(observe(pods, protected=frozenset({"llama-2"})), md(replicas=1), CFG)
-    assert sorted(d.delete_pods) == ["llama-0", "llama-1"]
+def test_new_instances_await_a_host_copy_instead_of_reading_storage() -> None:
+    d = decide(observe([]), md(replicas=2), CFG, has_copy=True)
+    assert [m["metadata"]["annotations"]["cascade.dev/start"] for m in d.create_pods] == [
+        "await",
+        "await",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -121,6 +121,3 @@ def test_scale_down_gives_up_the_least_loaded_serving_instances() -> None:
     load = {"llama-0": 5, "llama-1": 0, "llama-2": 9, "llama-3": 2}
     victims = scale_down_victims(pods, 2, in_flight=load)
     assert [p.name for p in victims] == ["llama-1", "llama-3"]
-    # A host-copy holder stays last however idle it is.
-    victims = scale_down_victims(pods, 2, frozenset({"llama-1"}), load)
-    assert [p.name for p in victims] == ["llama-3", "llama-0"]

@@ -48,7 +48,7 @@ class World:
 
     def tick(self, now: datetime, apply: bool = True) -> PlanDecision:
         ws = list(self.workers.values())
-        pool = decide_pool(PoolInput(ws, self.spec.host_copies, TOPO))
+        pool = decide_pool(PoolInput(ws, self.spec.host_copies))
         inp = PlansInput(
             REF,
             1,
@@ -326,7 +326,7 @@ def test_no_copy_anywhere_loads_from_storage_then_plans() -> None:
     )
     d = w.tick(at(2))
     assert [s.pod for s in d.serve] == ["llama-0"]
-    assert d.create[0]["spec"]["sources"] == [{"pod": "llama-0", "tier": "host"}]
+    assert d.create[0]["spec"]["sources"] == [{"pod": "llama-0", "tier": "gpu"}]
 
 
 def test_insufficient_sources_is_a_condition_and_one_event_not_a_crash() -> None:
@@ -351,7 +351,7 @@ def test_unknown_block_table_waits_without_a_plan() -> None:
 
 def test_manifest_source_only_when_a_plan_may_be_made() -> None:
     ws = [holder("llama-0"), idle("llama-1")]
-    pool = decide_pool(PoolInput(ws, 1, TOPO))
+    pool = decide_pool(PoolInput(ws, 1))
     assert manifest_source(pool, ws) == "llama-0"
     assert manifest_source(pool, ws[:1]) is None
 

@@ -21,7 +21,7 @@ from cascade_api.scaleplan import (
     SourceTier,
     TargetProgress,
 )
-from cascade_operator.observed import HOST_COPY_ANNOTATION, PodView
+from cascade_operator.observed import PodView
 from cascade_operator.weights.orders import transfer_orders
 from cascade_operator.weights.plans import PlanView, plan_name, plan_selector
 from cascade_operator.weights.progress import PlanPolicy, aggregate, should_patch
@@ -47,7 +47,7 @@ def pod_body(name: str, **status: Any) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "creationTimestamp": "2026-11-22T11:00:00Z",
-            "annotations": {HOST_COPY_ANNOTATION: "true"},
+            "labels": {c.LABEL_COMPONENT: c.COMPONENT_HOST_COPY},
         },
         "spec": {"nodeName": "n1"},
         "status": {"phase": "Running", "podIP": "10.1.0.7", **status},

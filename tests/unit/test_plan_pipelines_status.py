@@ -201,7 +201,7 @@ def test_the_lifecycle_writes_the_running_plans_pipelines() -> None:
 
     def decide(*ws: WorkerView, at: float) -> list[dict[str, Any]]:
         found = list(workers(*ws).values())
-        pool = decide_pool(PoolInput(found, spec.host_copies, TOPO))
+        pool = decide_pool(PoolInput(found, spec.host_copies))
         inp = PlansInput(REF, 1, spec, found, [view], TOPO, pool, BLOCKS)
         out = decide_plans(inp, T0 + timedelta(seconds=at), POLICY)
         return [p.status for p in out.patches if p.plan == view.name]

@@ -83,11 +83,8 @@ class WorkerState:
 
     @property
     def store_bytes(self) -> int:
-        """Bytes of the blocks the store holds (allocated for all; counted as held)."""
         store = self.current_store()
-        if store is None:
-            return 0
-        return sum(store.manifest.blocks[i].nbytes for i in store.held())
+        return store.held_bytes() if store is not None else 0
 
     @property
     def bytes_received(self) -> int:

@@ -2,13 +2,12 @@
 holder's block table), call the pure deciders (pool.decide_pool, then
 lifecycle.decide_plans), apply what they decided, in an order that is safe to repeat:
 
-1. host-copy annotations (the pool's memory lives on the pods);
-2. new ScalePlans (AlreadyExists is success: names are derived, so a restarted operator
+1. new ScalePlans (AlreadyExists is success: names are derived, so a restarted operator
    re-derives the same name instead of making a second plan);
-3. transfer orders, sources first; a plan whose orders were not all delivered keeps its
+2. transfer orders, sources first; a plan whose orders were not all delivered keeps its
    Pending status (its Running patch is skipped) and is dispatched again next tick;
-4. plan status patches; 5. serve and load orders; 6. finished plans beyond history;
-7. pods the lifecycle gives up on (reconcile recreates them).
+3. plan status patches; 4. serve and load orders; 5. finished plans beyond history;
+6. pods the lifecycle gives up on (reconcile recreates them).
 
 The deployment's status (Planned condition, currentPlan) is assembled by the controller
 (status.py) from the returned decision.
@@ -26,7 +25,7 @@ from cascade_api.scaleplan import Block
 from cascade_operator.clients.kube import ApiError, Cluster
 from cascade_operator.clients.workers import WorkerClient
 from cascade_operator.events import EventNote
-from cascade_operator.observed import HOST_COPY_ANNOTATION, START_AWAIT, MdRef, PodView
+from cascade_operator.observed import START_AWAIT, MdRef, PodView
 from cascade_operator.weights.lifecycle import (
     PlanDecision,
     PlansInput,
@@ -35,7 +34,7 @@ from cascade_operator.weights.lifecycle import (
 )
 from cascade_operator.weights.motion import in_motion, storage_start_pending
 from cascade_operator.weights.plans import PlanView, plan_selector
-from cascade_operator.weights.pool import PoolDecision, PoolInput, decide_pool, pool_events
+from cascade_operator.weights.pool import PoolDecision, PoolInput, decide_pool
 from cascade_operator.weights.progress import PlanPolicy
 from cascade_operator.weights.workers import WorkerView
 from cascade_planner import Topology, topology_from_nodes
@@ -84,7 +83,7 @@ class PlanDriver:
         self, ref: MdRef, pods: list[PodView], workers: list[WorkerView], host_copies: int
     ) -> Gathered:
         topo = topology_from_nodes(self.cluster.list_nodes())
-        pool = decide_pool(PoolInput(workers, host_copies, topo))
+        pool = decide_pool(PoolInput(workers, host_copies))
         plans = [
             PlanView.of(b, last_patch=self._last_patch.get((ref.namespace, b["metadata"]["name"])))
             for b in self.cluster.list_scaleplans(ref.namespace, plan_selector(ref.name))
@@ -127,10 +126,6 @@ class PlanDriver:
         d = decide_plans(inp, now, self.policy)
         if d.load and storage_start_pending(got.pods, got.workers, now):
             d.load = []  # the first instance loads from storage at start already
-        events = pool_events(got.pool) if got.pool.changes else []
-        for ch in got.pool.changes:
-            value = "true" if ch.keep else None
-            self.cluster.annotate_pod(ns, ch.pod, HOST_COPY_ANNOTATION, value)
         undelivered = self._create_and_dispatch(ns, d)
         self._write_statuses(ns, d, undelivered, now)
         self._serve_and_load(d, got.pods)
@@ -145,7 +140,7 @@ class PlanDriver:
             for e in d.events
             if not (e.reason == "ScalePlanDispatched" and e.message.split(":")[0] in undelivered)
         ]
-        return Outcome(d, [*events, *told], moving)
+        return Outcome(d, told, moving)
 
     def _create_and_dispatch(self, ns: str, d: PlanDecision) -> set[str]:
         """Create new plans and send transfer orders; the plans not fully delivered.

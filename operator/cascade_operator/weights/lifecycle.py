@@ -238,7 +238,11 @@ def _serve_orders(inp: PlansInput) -> list[ServeOrder]:
     return [
         ServeOrder(w.name, w.control_address(), engine.max_batch_size, engine.max_model_len)
         for w in inp.workers
-        if w.complete and w.engine == "off" and w.holds(inp.pool.model_digest) and w.ip
+        if w.complete
+        and w.engine == "off"
+        and w.holds(inp.pool.model_digest)
+        and w.ip
+        and not w.host_copy
     ]
 
 

@@ -26,7 +26,7 @@ class WorkerView:
     ip: str | None  # status.podIP; control and data addresses derive from it
     created: datetime | None  # creationTimestamp: tells a fresh pod from a reused name
     alive: bool  # running, not terminating, not failed: may take part in a plan
-    host_copy: bool = False  # designated to keep a host copy (annotation)
+    host_copy: bool = False  # a host-copy pod: holds and sends, never serves
     # Not running yet (unscheduled, pulling, no IP): soon a target, so planning may wait.
     starting: bool = False
     # From GET /v1/status; phase None when it could not be read.
@@ -36,6 +36,7 @@ class WorkerView:
     blocks_loaded: int = 0
     blocks_total: int = 0
     bytes_received: int = 0
+    store_bytes: int = 0  # bytes of the blocks it holds
     # The last transfer's report: complete flag and the blocks it still missed.
     transfer_complete: bool | None = None
     missing: tuple[int, ...] = ()
@@ -115,6 +116,7 @@ class WorkerView:
             blocks_loaded=status.blocks_loaded,
             blocks_total=status.blocks_total,
             bytes_received=status.bytes_received,
+            store_bytes=status.store_bytes,
             transfer_complete=last.complete if last else None,
             missing=tuple(last.missing) if last else (),
             transfer_s=last.target_seconds if last else None,

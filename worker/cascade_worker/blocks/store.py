@@ -175,6 +175,10 @@ class BlockStore:
     def missing(self) -> list[int]:
         return [i for i in range(self.num_blocks) if i not in self._held]
 
+    def held_bytes(self) -> int:
+        """Bytes of the blocks held (every buffer is allocated; these hold model data)."""
+        return sum(self.manifest.blocks[i].nbytes for i in self.held())
+
     def complete(self) -> bool:
         return len(self._held) == self.num_blocks
 
