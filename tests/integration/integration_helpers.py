@@ -99,12 +99,14 @@ class Namespace:
 def model_deployment(
     name: str, replicas: int, model: Path = EXAMPLE_MODEL, **spec: Any
 ) -> dict[str, Any]:
-    """A ModelDeployment manifest serving the checkpoint at `model`; `spec` adds fields."""
+    """A ModelDeployment manifest serving the checkpoint at `model`; `spec` adds fields.
+    No host copies unless `spec` asks (hostCopies): the tests that do not test the host
+    pool (test_host_copies.py) count plans and pods among instances."""
     return {
         "apiVersion": "cascade.dev/v1alpha1",
         "kind": "ModelDeployment",
         "metadata": {"name": name},
-        "spec": {"model": {"uri": f"file://{model}"}, "replicas": replicas, **spec},
+        "spec": {"model": {"uri": f"file://{model}"}, "replicas": replicas, "hostCopies": 0} | spec,
     }
 
 

@@ -1,0 +1,136 @@
+"""Issue 12, acceptance 2 and 3: host copies keep the model at replicas 0.
+
+On the real local cluster, a checkpoint of the test's own (`cascade model init` into the
+test's directory, so the test can take the storage away): a one-replica deployment with
+`hostCopies: 2`. Once both host copies hold the model the checkpoint directory is
+renamed, so from then on any read of storage fails. Scale 0 and back to 1: the new
+instance gets its weights from a host copy along a ScalePlan whose sources are host
+copies only, and generates the same greedy tokens. One host copy deleted: it is
+re-created on its own and filled from the other (storage is still gone). Then with
+`hostCopies: 1` and the checkpoint back, the only host copy deleted at replicas 0 is
+re-created from storage.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from integration_helpers import BIN, Namespace, generated, model_deployment, namespace_with_operator
+
+from cascade_api.constants import WORKER_PORT
+from cascade_dev.testing import DevCluster, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+MD = "pooled"
+HOSTS = f"cascade.dev/deployment={MD},app.kubernetes.io/component=host-copy"
+ASK = {"request_id": "r", "prompt": "Hello host", "params": {"max_tokens": 12, "temperature": 0}}
+
+
+@pytest.fixture
+def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
+    with namespace_with_operator(dev_cluster, "cascade-hostpool", tmp_path) as ns:
+        yield ns
+
+
+def host_pods(ns: Namespace) -> list[dict[str, Any]]:
+    pods = json.loads(ns.kubectl("get", "pods", "-l", HOSTS, "-o", "json"))["items"]
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    conds = pod["status"].get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def copies_ready(ns: Namespace, n: int) -> bool:
+    pods = host_pods(ns)
+    return len(pods) == n and all(ready(p) for p in pods)
+
+
+def md_status(ns: Namespace) -> dict[str, Any]:
+    return dict(json.loads(ns.kubectl("get", "md", MD, "-o", "json")).get("status") or {})
+
+
+def scale(ns: Namespace, replicas: int) -> None:
+    ns.kubectl("scale", "md", MD, f"--replicas={replicas}")
+
+
+def tokens(ns: Namespace) -> list[int]:
+    (pod,) = ns.ready_pods(MD)
+    return generated(f"http://{pod['status']['podIP']}:{WORKER_PORT}/v1/generate", ASK)
+
+
+def plans_for(ns: Namespace, pod: str) -> list[dict[str, Any]]:
+    plans = json.loads(ns.kubectl("get", "sp", "-o", "json"))["items"]
+    return [p for p in plans if pod in p["spec"]["targets"]]
+
+
+def test_host_copies_serve_scale_from_zero_and_survive_losses(
+    cluster: Namespace, tmp_path: Path
+) -> None:
+    ns = cluster
+    model = tmp_path / "tiny"
+    subprocess.run(
+        [str(BIN / "cascade"), "model", "init", str(model), "--layers", "4", "--hidden", "64"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    manifest = model_deployment(MD, 1, model=model, hostCopies=2)
+    ns.kubectl("apply", "--validate=false", "-f", "-", stdin=yaml.safe_dump(manifest))
+    wait_for("1 instance Ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)
+    wait_for("2 host copies Ready", lambda: copies_ready(ns, 2), timeout=240)
+    nodes = {p["spec"]["nodeName"] for p in host_pods(ns)}
+    assert len(nodes) == 2, "host copies share a node"
+    before = tokens(ns)
+
+    # Storage goes away: from here on only peers have the model.
+    away = model.with_name("tiny.away")
+    model.rename(away)
+
+    scale(ns, 0)
+    wait_for("no instance", lambda: ns.worker_pods(MD) == [], timeout=120)
+    shown = md_status(ns)["hostCopies"]
+    print("status.hostCopies at replicas 0:", shown)
+    assert len(shown) == 2 and all(h["ready"] for h in shown)
+    assert len({h["bytesHeld"] for h in shown}) == 1 and shown[0]["bytesHeld"] > 0
+
+    scale(ns, 1)
+    wait_for("1 instance Ready from a host copy", lambda: len(ns.ready_pods(MD)) == 1, 240)
+    (pod,) = ns.ready_pods(MD)
+    name = pod["metadata"]["name"]
+    assert pod["metadata"]["annotations"]["cascade.dev/start"] == "await"
+    (plan,) = plans_for(ns, name)
+    print("plan to", name, "sources", plan["spec"]["sources"])
+    assert {s["tier"] for s in plan["spec"]["sources"]} == {"host"}
+    assert tokens(ns) == before
+
+    # One host copy lost: re-created and filled from the other (storage is gone).
+    kept = {p["metadata"]["name"] for p in host_pods(ns)}
+    lost = sorted(kept)[0]
+    ns.kubectl("delete", "pod", lost, "--wait=false")
+    wait_for("the lost host copy re-created", lambda: copies_ready(ns, 2), timeout=240)
+    (new,) = {p["metadata"]["name"] for p in host_pods(ns)} - kept
+    refill = [p for p in plans_for(ns, new) if p["status"].get("phase") == "Completed"]
+    assert refill, f"{new} was not filled by a plan"
+    print(f"{lost} lost; {new} filled from", refill[0]["spec"]["sources"])
+    assert tokens(ns) == before
+
+    # The only host copy at replicas 0, with storage back: re-created from storage.
+    away.rename(model)
+    scale(ns, 0)
+    ns.kubectl("patch", "md", MD, "--type=merge", "-p", '{"spec":{"hostCopies":1}}')
+    wait_for("one host copy left", lambda: copies_ready(ns, 1), timeout=120)
+    (only,) = host_pods(ns)
+    ns.kubectl("delete", "pod", only["metadata"]["name"], "--wait=false")
+    wait_for("the only host copy re-created", lambda: copies_ready(ns, 1), timeout=240)
+    scale(ns, 1)
+    wait_for("1 instance Ready again", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)
+    assert tokens(ns) == before
