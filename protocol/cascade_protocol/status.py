@@ -96,6 +96,33 @@ class TransferReport(Report):
         return self.complete_s
 
 
+class StartupStage(StrEnum):
+    """A worker's start-up, in order (seconds of each in StartupInfo.stages)."""
+
+    PROCESS = "process"  # process created -> the worker's main runs (interpreter, imports)
+    IMPORTS = "imports"  # the transfer path and engine preloaded (a background thread)
+    WEIGHTS = "weights"  # the order that fills the store -> it holds the whole model
+    ENGINE_INIT = "engine_init"  # engine built over the store (weights to the device)
+    KV_SIZING = "kv_sizing"  # the KV cache sized (profiled or restored)
+    WARMUP = "warmup"  # compiled graphs / first steps warmed (compiled or restored)
+
+
+class WeightsFrom(StrEnum):
+    STORAGE = "storage"  # packed from the model's uri
+    PEER = "peer"  # streamed from instances (a plan or a fetch)
+    HOST = "host"  # streamed from host copies only
+
+
+class StartupInfo(Report):
+    """How this worker started: when, each stage's seconds, where its weights came from."""
+
+    process_started_at: float  # wall clock (epoch seconds) the process was created
+    stages: dict[StartupStage, float] = Field(default_factory=dict)
+    weights_from: WeightsFrom | None = None
+    weights_bytes: int = 0
+    ready_at: float | None = None  # wall clock its engine first took requests
+
+
 class PipelineInfo(Report):
     """The engine heads an execution pipeline: layers here, the rest on stages."""
 
@@ -147,6 +174,7 @@ class WorkerStatus(Report):
     pipeline: PipelineInfo | None = None  # set while the engine heads a pipeline
     stage: StageInfo | None = None  # set while serving as a pipeline stage
     mode: ServingMode = ServingMode.IDLE
+    startup: StartupInfo | None = None
 
     @property
     def holds_model(self) -> bool:

@@ -83,7 +83,7 @@ def test_host_copies_serve_scale_from_zero_and_survive_losses(
         capture_output=True,
         timeout=300,
     )
-    manifest = model_deployment(MD, 1, model=model, hostCopies=2)
+    manifest = model_deployment(MD, 1, model=model, hostCopies=2, scaling={"minReplicas": 0})
     ns.kubectl("apply", "--validate=false", "-f", "-", stdin=yaml.safe_dump(manifest))
     wait_for("1 instance Ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)
     wait_for("2 host copies Ready", lambda: copies_ready(ns, 2), timeout=240)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -37,7 +38,12 @@ def get(path: str) -> tuple[int, str]:
 def test_status_reports_identity_and_idle_phase() -> None:
     status, body = get("/v1/status")
     assert status == 200
-    assert json.loads(body) == {
+    doc = json.loads(body)
+    startup = doc.pop("startup")
+    # Its start-up so far: the process stage only (nothing loaded, no engine).
+    assert set(startup["stages"]) == {"process"} and startup["stages"]["process"] >= 0
+    assert startup["processStartedAt"] <= time.time() and startup["readyAt"] is None
+    assert doc == {
         "pod": "tiny-w-0",
         "modelUri": "file:///models/tiny-llama",
         "dataPort": 18515,
@@ -64,7 +70,9 @@ def test_status_reports_identity_and_idle_phase() -> None:
         "mode": "idle",
     }
     # The shared model reads it back whole (the operator's side of the wire).
-    assert WorkerStatus.model_validate_json(body) == WorkerStatus(
+    got = WorkerStatus.model_validate_json(body)
+    assert got.startup is not None
+    assert got.model_copy(update={"startup": None}) == WorkerStatus(
         pod="tiny-w-0", model_uri="file:///models/tiny-llama", data_port=18515
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from prometheus_client import Counter
 
+from cascade_api.scaleplan import SourceTier
 from cascade_protocol.control import Accepted, LoadRequest, ManifestInfo, TransferRequest
-from cascade_protocol.status import TransferReport, TransferRole, WorkerPhase
+from cascade_protocol.status import TransferReport, TransferRole, WeightsFrom, WorkerPhase
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control_errors import RequestError, parse_body
 from cascade_worker.control_state import WorkerState
+from cascade_worker.startup import Startup
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore
@@ -55,6 +58,7 @@ class Control:
     # Set by the serving layer: the hooks a transfer's node gets (live scaling); the
     # control layer itself knows nothing of serving.
     transfer_hooks: Callable[[TransferRequest], NodeHooks] | None = None
+    startup: Startup = field(default_factory=Startup)  # registered by add_control
 
     def spawn(self, job: Awaitable[Any]) -> None:
         task: asyncio.Task[Any] = asyncio.ensure_future(job)
@@ -110,12 +114,14 @@ def claim_load(ctl: Control, req: LoadRequest) -> tuple[Path, int]:
 async def run_load(ctl: Control, path: Path, blocks: int) -> None:
     from cascade_worker.blocks.store import BlockStore
 
+    began = time.monotonic()
     try:
         store = await asyncio.to_thread(BlockStore.from_model_dir, path, blocks)
     except Exception as exc:  # any failure is reported in status, the worker keeps serving
         log.exception("load %s failed", path)
         ctl.state.release(f"load {path}: {exc}")
         return
+    ctl.startup.weights(WeightsFrom.STORAGE, store.held_bytes(), time.monotonic() - began)
     ctl.state.store = store
     ctl.state.release()
     log.info("loaded %s: %d blocks, digest %s", path, store.num_blocks, store.manifest.digest)
@@ -222,6 +228,8 @@ async def _run_transfer(ctl: Control, req: TransferRequest, store: BlockStore | 
         report = TransferReport(role=role, complete=False, missing=missing, error=str(exc))
     if node is not None and node.store is not None:
         state.store = node.store
+    if role == TransferRole.TARGET and report.complete_s is not None:
+        ctl.startup.weights(weights_from(req), report.bytes_received, report.complete_s)
     if not report.complete:
         error = report.error or f"transfer incomplete: missing blocks {report.missing}"
     state.last_transfer = report
@@ -232,6 +240,12 @@ async def _run_transfer(ctl: Control, req: TransferRequest, store: BlockStore | 
     log.info("transfer ended (%s): %s", role, report.model_dump_json())
     if hooks.on_end is not None:
         hooks.on_end()
+
+
+def weights_from(req: TransferRequest) -> WeightsFrom:
+    """Host when every source of the plan is a host copy, else peer (instances)."""
+    hosts = all(s.tier == SourceTier.HOST for s in req.plan.sources)
+    return WeightsFrom.HOST if req.plan.sources and hosts else WeightsFrom.PEER
 
 
 async def manifest(ctl: Control, request: web.Request) -> ManifestInfo:

@@ -29,6 +29,7 @@ def register_control_metrics(ctl: Control, registry: CollectorRegistry) -> None:
         "cascade_worker_blocks_loaded", "Model blocks this worker holds.", registry=registry
     )
     loaded.set_function(lambda: ctl.state.blocks_loaded)
+    registry.register(ctl.startup.histogram)
     held = Gauge(
         "cascade_worker_store_bytes",
         "Bytes of model blocks held, by memory tier: host (a host copy's host memory) or "

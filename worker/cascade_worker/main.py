@@ -23,13 +23,14 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Sequence
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Info
 
 from cascade_protocol.service import create_app, new_registry, serve, setup_logging
-from cascade_protocol.status import STATUS_PATH, WorkerRole, WorkerStatus
+from cascade_protocol.status import STATUS_PATH, StartupStage, WorkerRole, WorkerStatus
 from cascade_worker.config import WorkerConfig, load_config
 from cascade_worker.control import CONTROL_KEY, Control, import_transfer_path
 from cascade_worker.control_routes import add_control
@@ -38,6 +39,7 @@ from cascade_worker.serving.api import SERVING_KEY
 from cascade_worker.serving.control_routes import add_serving
 from cascade_worker.serving.factory import EngineFactory, default_engine_factory
 from cascade_worker.serving.report import serving_status
+from cascade_worker.startup import Startup
 
 log = logging.getLogger("cascade_worker")
 
@@ -61,7 +63,8 @@ def worker_status(app: web.Application) -> WorkerStatus:
     status = WorkerStatus(
         pod=config.pod_name, model_uri=config.model_uri, data_port=config.data_port, role=role
     )
-    status = app[CONTROL_KEY].state.status(status)
+    ctl = app[CONTROL_KEY]
+    status = ctl.state.status(status).model_copy(update={"startup": ctl.startup.info})
     return status if config.host_copy else serving_status(app[SERVING_KEY], status)
 
 
@@ -89,31 +92,36 @@ def build_app(
     return app
 
 
-def warm_imports(engine: bool = True) -> None:
+def warm_imports(engine: bool = True, startup: Startup | None = None) -> None:
     """Import what the worker's first orders need: the transfer path (torch, ucxx, the
     multicast node) and the engine (not on a host copy). Cold, on a CPU-limited node,
-    they take seconds. A failure here is only logged: the order that needs the module
-    reports it."""
+    they take seconds (the start-up's imports stage). A failure here is only logged: the
+    order that needs the module reports it."""
+    began = time.monotonic()
     try:
         import_transfer_path()
         if engine:
             importlib.import_module("cascade_worker.engine.engine")
+        if startup is not None:
+            startup.record(StartupStage.IMPORTS, time.monotonic() - began)
     except Exception as exc:  # the build lacks a piece; its order will say so
         log.warning("preloading the transfer path and engine failed: %s", exc)
 
 
-def preload(engine: bool = True) -> None:
+def preload(engine: bool = True, startup: Startup | None = None) -> None:
     """Warm the slow imports on a background thread now, while the worker waits for
     its orders, instead of when an order comes."""
-    threading.Thread(target=warm_imports, args=(engine,), name="preload", daemon=True).start()
+    args = (engine, startup)
+    threading.Thread(target=warm_imports, args=args, name="preload", daemon=True).start()
 
 
 async def run(config: WorkerConfig) -> None:
     """Serve; the preload starts once the worker listens, so it does not hold back the
     control API the operator plans from (both share the pod's CPU quota)."""
     listening: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    listening.add_done_callback(lambda _: preload(engine=not config.host_copy))
     app = build_app(config)
+    startup = app[CONTROL_KEY].startup
+    listening.add_done_callback(lambda _: preload(not config.host_copy, startup))
     await serve(
         app, config.host, config.port, drain_seconds=config.drain_seconds, started=listening
     )

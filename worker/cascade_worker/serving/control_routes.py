@@ -114,7 +114,7 @@ def add_serving(
 ) -> Serving:
     """Mount inference and serve/drain routes, metrics and hooks (after add_control)."""
     ctl = app[CONTROL_KEY]
-    serving = Serving(ctl.config, ctl.state, ServingMetrics(registry), factory)
+    serving = Serving(ctl.config, ctl.state, ServingMetrics(registry), factory, ctl.startup)
     add_inference_routes(app, serving)
     app[HEALTH_KEY].gates.append(serving.not_ready_reason)
     app.router.add_post("/v1/control/serve", json_errors(_serve))

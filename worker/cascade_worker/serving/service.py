@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cascade_protocol.load import LoadReport
-from cascade_protocol.status import EnginePhase, WorkerPhase
+from cascade_protocol.status import EnginePhase, StartupStage, WorkerPhase
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control_errors import RequestError
 from cascade_worker.control_state import WorkerState
@@ -48,6 +49,7 @@ from cascade_worker.serving.pipeline import (
     start_stage_server,
     switch_to_local,
 )
+from cascade_worker.startup import Startup
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore
@@ -64,8 +66,10 @@ class Serving:
         state: WorkerState,
         metrics: ServingMetrics,
         factory: EngineFactory = default_engine_factory,
+        startup: Startup | None = None,
     ) -> None:
         self.config = config
+        self.startup = startup or Startup()  # where the engine's start-up stages go
         self.state = state
         self.metrics = metrics
         self.factory = factory
@@ -144,12 +148,15 @@ class Serving:
         self, store: BlockStore, build: Callable[[], tuple[EngineCore, HeadRole | None]]
     ) -> bool:
         head = None
+        began = time.monotonic()
         try:
             core, head = await asyncio.to_thread(build)
+            self.startup.record(StartupStage.ENGINE_INIT, time.monotonic() - began)
             engine = AsyncEngine(core, queue_limit=self.config.queue_limit, metrics=self.metrics)
             engine.health = head.broken if head is not None else None
             engine.hand_back_failures = head is not None
             await engine.start()
+            self.startup.ready()
         except Exception as exc:
             log.exception("engine start failed")
             self.error = f"engine start failed: {exc}"
