@@ -263,6 +263,24 @@ class InstanceMode(StrEnum):
     LOCAL = "local"
 
 
+class InstanceStartup(ApiModel):
+    """How an instance started, as its worker reports it (plus the scheduling wait)."""
+
+    stages: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds per start-up stage: scheduled (pod created -> placed), process "
+        "(process created -> the worker runs), imports, weights (the order that filled its "
+        "store -> it held the whole model), engine_init, kv_sizing, warmup.",
+    )
+    weights_from: str | None = Field(
+        default=None, description="Where its weights came from: storage, peer or host."
+    )
+    weights_bytes: int = Field(default=0, ge=0, description="Bytes of weights it received.")
+    ready_seconds: float | None = Field(
+        default=None, description="Pod creation -> its engine first took requests."
+    )
+
+
 class InstanceStatus(ApiModel):
     pod: str = Field(description="Worker pod name.")
     node: str | None = Field(default=None, description="Node the pod runs on.")
@@ -275,6 +293,9 @@ class InstanceStatus(ApiModel):
         "(takes requests, runs the first layers, the rest on its stages) or local (runs "
         "every layer, maybe serving as a stage as well). Unset when the worker did not "
         "answer the last poll.",
+    )
+    startup: InstanceStartup | None = Field(
+        default=None, description="Its start-up stages, once its worker reported them."
     )
 
 

@@ -136,6 +136,7 @@ class Controller:
                 endpoint=builders.gateway_endpoint(ref),
                 blocks={w.name: w.blocks_loaded for w in workers if w.phase is not None},
                 modes={w.name: w.mode for w in workers if w.mode is not None},
+                startups={w.name: w.startup for w in workers if w.startup is not None},
                 host_copies=[
                     HostCopyStatus(
                         pod=w.name, node=w.node, ready=w.has_model, bytes_held=w.store_bytes

@@ -58,6 +58,7 @@ class PodView:
     role: InstanceRole = InstanceRole.MIXED  # label LABEL_ROLE (the autoscaler sets it)
     labelled: bool = False  # the role label exists (else the role is mixed by default)
     ready_since: datetime | None = None  # Ready's lastTransitionTime while ready
+    scheduled_at: datetime | None = None  # PodScheduled's lastTransitionTime once placed
 
     @property
     def failed(self) -> bool:
@@ -106,6 +107,9 @@ class PodView:
             host_copy=(meta.get("labels") or {}).get(c.LABEL_COMPONENT) == c.COMPONENT_HOST_COPY,
             role=InstanceRole.of_label((meta.get("labels") or {}).get(c.LABEL_ROLE)),
             labelled=c.LABEL_ROLE in (meta.get("labels") or {}),
+            scheduled_at=parse_time(scheduled.get("lastTransitionTime"))
+            if scheduled.get("status") == "True"
+            else None,
             ready_since=parse_time(ready.get("lastTransitionTime"))
             if ready.get("status") == "True"
             else None,

@@ -20,6 +20,7 @@ from cascade_api.base import Condition, set_condition
 from cascade_api.modeldeployment import (
     HostCopyStatus,
     InstanceMode,
+    InstanceStartup,
     InstanceStatus,
     ModelDeploymentStatus,
 )
@@ -28,7 +29,7 @@ from cascade_operator.conditions import available, degraded, instance_phase, pro
 from cascade_operator.events import EventNote, transition_events
 from cascade_operator.observed import GatewayView, PodView
 from cascade_operator.spec import ParsedSpec
-from cascade_protocol.status import ServingMode
+from cascade_protocol.status import ServingMode, StartupInfo
 
 Manifest = dict[str, Any]
 
@@ -66,6 +67,8 @@ class StatusInput:
     # answer this tick is absent and shows no mode.
     modes: Mapping[str, ServingMode] = field(default_factory=dict)
     host_copies: Sequence[HostCopyStatus] = ()  # one per host-copy pod
+    # pod -> its worker's start-up report (absent: did not answer; the last one stays)
+    startups: Mapping[str, StartupInfo] = field(default_factory=dict)
     plans: PlanState | None = None  # None: the lifecycle did not run (invalid spec)
     scaling: ScalingShown | None = None  # None: leave status.autoscaler as it is
 
@@ -127,14 +130,41 @@ def assemble(inp: StatusInput, now: datetime) -> StatusUpdate:
 
 
 def _instances(inp: StatusInput) -> list[InstanceStatus]:
-    before = {i.pod: i.blocks_loaded for i in inp.previous.instances}
+    before = {i.pod: i for i in inp.previous.instances}
+
+    def startup(p: PodView) -> InstanceStartup | None:
+        info = inp.startups.get(p.name)
+        old = before.get(p.name)
+        return startup_of(p, info) if info is not None else old.startup if old else None
+
     return [
         InstanceStatus(
             pod=p.name,
             node=p.node,
             phase=instance_phase(p),
-            blocks_loaded=inp.blocks.get(p.name, before.get(p.name, 0)),
+            blocks_loaded=inp.blocks.get(
+                p.name, before[p.name].blocks_loaded if p.name in before else 0
+            ),
             mode=InstanceMode(inp.modes[p.name]) if p.name in inp.modes else None,
+            startup=startup(p),
         )
         for p in sorted(inp.pods, key=lambda p: (p.index, p.name))
     ]
+
+
+def startup_of(pod: PodView, info: StartupInfo) -> InstanceStartup:
+    """The worker's stages, with the scheduling wait before them and the seconds from
+    pod creation to ready (the API server's clock against the worker's: one host here,
+    NTP-synced hosts elsewhere)."""
+    stages = {str(k): v for k, v in info.stages.items()}
+    if pod.created is not None and pod.scheduled_at is not None:
+        stages = {"scheduled": (pod.scheduled_at - pod.created).total_seconds(), **stages}
+    ready = None
+    if pod.created is not None and info.ready_at is not None:
+        ready = round(info.ready_at - pod.created.timestamp(), 3)
+    return InstanceStartup(
+        stages=stages,
+        weights_from=info.weights_from,
+        weights_bytes=info.weights_bytes,
+        ready_seconds=ready,
+    )

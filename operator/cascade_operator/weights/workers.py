@@ -16,7 +16,13 @@ from datetime import datetime
 
 from cascade_api import constants as c
 from cascade_operator.observed import PodView
-from cascade_protocol.status import EnginePhase, ServingMode, WorkerPhase, WorkerStatus
+from cascade_protocol.status import (
+    EnginePhase,
+    ServingMode,
+    StartupInfo,
+    WorkerPhase,
+    WorkerStatus,
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,7 @@ class WorkerView:
     heads_pipeline: bool = False
     covered_at: float | None = None
     serving_at: float | None = None
+    startup: StartupInfo | None = None  # its start-up stages so far
 
     @property
     def has_model(self) -> bool:
@@ -125,4 +132,5 @@ class WorkerView:
             heads_pipeline=status.mode == ServingMode.HEAD and pipeline is not None,
             covered_at=pipeline.covered_at if pipeline else None,
             serving_at=pipeline.serving_at if pipeline else None,
+            startup=status.startup,
         )
