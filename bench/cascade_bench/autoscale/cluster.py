@@ -122,6 +122,21 @@ class Bench:
         )
         return int(md["spec"].get("replicas", 0))
 
+    def wait_host_copies(self, run: str, timeout_s: float) -> int:
+        """Wait until the run's host copies (spec.hostCopies) hold the model; how many."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            md = self.custom.get_namespaced_custom_object(
+                c.GROUP, c.VERSION, self.ns, c.MD_PLURAL, md_name(run)
+            )
+            want = int(md["spec"].get("hostCopies", 1))
+            shown = (md.get("status") or {}).get("hostCopies") or []
+            if sum(1 for h in shown if h.get("ready")) >= want:
+                return want
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{md_name(run)}: {want} host copies not ready in {timeout_s} s")
+            time.sleep(1.0)
+
     def scale(self, run: str, replicas: int) -> None:
         self.custom.patch_namespaced_custom_object_scale(
             c.GROUP,

@@ -46,6 +46,9 @@ BASE_SPEC: dict[str, Any] = {
         "batch": {"ttftMs": 60000, "itlMs": 1000},
     },
     "multicast": {"strategy": "chain", "blocks": 4, "rateMbit": 6},
+    # One host copy (the API's default, said here): a second source beside the serving
+    # instance in every mode, so live plans' receivers can cover the model together.
+    "hostCopies": 1,
 }
 
 

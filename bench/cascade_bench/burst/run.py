@@ -105,6 +105,8 @@ def one_mode(
     try:
         say(f"{mode}: waiting for {spec['replicas']} instance(s)")
         url = b.wait_ready(mode, int(spec["replicas"]), cfg.ready_timeout_s)
+        copies = b.wait_host_copies(mode, cfg.ready_timeout_s)  # a source like the instance
+        say(f"{mode}: {copies} host copies hold the model")
         originals = sorted(p.metadata.name for p in worker_pods(b, mode))
         model = str(spec["model"].get("servedName") or "")
         opts = ClientOptions(url=url, model=model, seed=cfg.scaling.seed, timeout_s=cfg.timeout_s)

@@ -141,6 +141,9 @@ def make_plan(
         k=spec.multicast.k if strategy == PlanStrategy.BINOMIAL else None,
         source_stages=spec.live_scaling.enabled,
         cooperative=spec.live_scaling.cooperating,
+        # Live: chains from several sources carry the blocks in shifted orders, so their
+        # receivers hold different layers early and cover the model together (λScale).
+        shift=spec.live_scaling.enabled,
     )
     try:
         return plan(request, send_capped(topo, spec.multicast.rate_mbit))
