@@ -1,0 +1,185 @@
+"""`cascade bench coldstart`'s I/O: deploy each mode, decide, time the first token.
+
+Per mode and case, in a fresh namespace with its own operator: create the deployment,
+wait for its starting point (instances Ready, host copies holding the model), write the
+scale through /scale (the decision: t = 0), poll every 0.1 s for the new pod to be
+Ready, ask it for one token straight on its worker (the gateway's routing is not what is
+measured), then read its start-up from status.instances[]. The pool mode also scales
+1 -> 6 -> 0 and reads the host tier's bytes at each (status.hostCopies).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cascade_api import constants as c
+from cascade_bench.autoscale.cluster import Bench, bench_namespace, dev_cluster
+from cascade_bench.autoscale.manifest import body, md_name
+from cascade_bench.burst.probes import worker_pods
+from cascade_bench.coldstart import modes, report
+from cascade_dev.paths import StatePaths, default_state_dir
+
+Say = Callable[[str], None]
+POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class ColdConfig:
+    model_dir: Path
+    layers: int = 8
+    hidden: int = 768
+    nodes: int = 4
+    cases: tuple[str, ...] = modes.CASES
+    modes: tuple[str, ...] = modes.MODES
+    timeout_s: float = 300.0
+    state_dir: Path | None = None
+
+
+def ensure_model(cfg: ColdConfig, say: Say) -> int:
+    """The bench's checkpoint (made once by `cascade model init`); its weight bytes."""
+    if not (cfg.model_dir / "config.json").exists():
+        say(f"making the model: {cfg.layers} layers x {cfg.hidden} hidden in {cfg.model_dir}")
+        cli = Path(sys.executable).parent / "cascade"
+        args = ["--layers", str(cfg.layers), "--hidden", str(cfg.hidden)]
+        subprocess.run([str(cli), "model", "init", str(cfg.model_dir), *args], check=True)
+    return sum(f.stat().st_size for f in cfg.model_dir.glob("*.safetensors"))
+
+
+def _md(b: Bench, run: str) -> dict[str, Any]:
+    doc: dict[str, Any] = b.custom.get_namespaced_custom_object(
+        c.GROUP, c.VERSION, b.ns, c.MD_PLURAL, md_name(run)
+    )
+    return doc
+
+
+def _ready_new(b: Bench, run: str, before: set[str]) -> Any | None:
+    for pod in worker_pods(b, run):
+        conds = pod.status.conditions or []
+        ok = any(k.type == "Ready" and k.status == "True" for k in conds)
+        if pod.metadata.name not in before and ok and pod.status.pod_ip:
+            return pod
+    return None
+
+
+def first_token_s(ip: str, timeout_s: float) -> float:
+    """Seconds until the first streamed chunk of a one-token greedy request."""
+    ask = {"request_id": "cold", "prompt": "Hello", "params": {"max_tokens": 1}}
+    req = urllib.request.Request(
+        f"http://{ip}:{c.WORKER_PORT}/v1/generate",
+        data=json.dumps(ask).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    began = time.monotonic()
+    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        resp.readline()
+        return time.monotonic() - began
+
+
+def _wait(what: str, check: Callable[[], Any], timeout_s: float) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while (got := check()) is None or got is False:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not seen in {timeout_s:.0f} s")
+        time.sleep(POLL_S)
+    return got
+
+
+def one(
+    b: Bench, run: str, mode: str, case: str, cfg: ColdConfig, uri: str, say: Say
+) -> dict[str, Any]:
+    spec = modes.mode_spec(
+        modes.BASE_SPEC | {"model": {"uri": uri, "servedName": "cold"}}, mode, case
+    )
+    b.create(body(b.ns, run, spec))
+    start = int(spec["replicas"])
+    if start:
+        b.wait_ready(run, start, cfg.timeout_s)
+    if spec["hostCopies"]:
+        b.wait_host_copies(run, cfg.timeout_s)
+    before = {p.metadata.name for p in worker_pods(b, run)}
+    say(f"{mode} {case}: scale {start} -> {start + 1}")
+    t0 = time.monotonic()
+    b.scale(run, start + 1)
+    pod = _wait(f"{run}: a new Ready pod", lambda: _ready_new(b, run, before), cfg.timeout_s)
+    ready_s = time.monotonic() - t0
+    token_s = first_token_s(pod.status.pod_ip, cfg.timeout_s)
+    name = pod.metadata.name
+
+    def startup() -> dict[str, Any] | None:
+        shown = (_md(b, run).get("status") or {}).get("instances") or []
+        got = next((i.get("startup") for i in shown if i["pod"] == name), None)
+        return got if got and got.get("readySeconds") is not None else None
+
+    info = _wait(f"{run}: {name}'s start-up in status", startup, 30.0)
+    stages = dict(info.get("stages") or {}) | {"first_token": round(token_s, 4)}
+    return {
+        "pod": name,
+        "to_first_token_s": ready_s + token_s,
+        "ready_s": ready_s,
+        "stages": stages,
+        "weights_from": info.get("weightsFrom"),
+        "weights_bytes": info.get("weightsBytes"),
+    }
+
+
+def host_bytes(b: Bench, run: str, cfg: ColdConfig, say: Say) -> dict[str, int | None]:
+    """The host tier's bytes (status.hostCopies) at replicas 1, 6 and 0."""
+    out: dict[str, int | None] = {}
+    for n in (1, 6, 0):
+        b.scale(run, n)
+
+        def settled(n: int = n) -> bool:
+            return len(_ready_all(b, run)) == n and len(worker_pods(b, run)) == n
+
+        _wait(f"{run}: {n} Ready", settled, cfg.timeout_s)
+        shown = (_md(b, run).get("status") or {}).get("hostCopies") or []
+        out[f"replicas_{n}"] = sum(int(h.get("bytesHeld") or 0) for h in shown)
+        say(f"host tier at replicas {n}: {out[f'replicas_{n}']:,} B")
+    return out
+
+
+def _ready_all(b: Bench, run: str) -> list[Any]:
+    return [
+        p
+        for p in worker_pods(b, run)
+        if p.metadata.deletion_timestamp is None
+        and any(k.type == "Ready" and k.status == "True" for k in p.status.conditions or [])
+    ]
+
+
+def run(cfg: ColdConfig, say: Say = print) -> dict[str, Any]:
+    began = time.monotonic()
+    size = ensure_model(cfg, say)
+    uri = f"file://{cfg.model_dir.resolve()}"
+    paths = StatePaths(cfg.state_dir or default_state_dir())
+    rows: dict[str, dict[str, Any]] = {case: {} for case in cfg.cases}
+    held: dict[str, int | None] = {}
+    with dev_cluster(paths, cfg.nodes, None) as brought_up:
+        for case in cfg.cases:
+            for mode in cfg.modes:
+                if mode in modes.UNAVAILABLE:
+                    rows[case][mode] = {"skipped": modes.UNAVAILABLE[mode]}
+                    continue
+                run_name = f"cold-{mode}-{case}".replace("_", "-")
+                with bench_namespace(paths.kubeconfig) as b:
+                    try:
+                        rows[case][mode] = one(b, run_name, mode, case, cfg, uri, say)
+                        if mode == "pool" and case == "zero_to_one":
+                            held = host_bytes(b, run_name, cfg, say)
+                    finally:
+                        b.delete(run_name)
+    choices = {
+        "model_uri": uri,
+        "model_bytes": size,
+        "cluster": {"nodes": cfg.nodes, "brought_up": brought_up},
+        "base_spec": modes.BASE_SPEC,
+    }
+    return report.document(choices, rows, held, time.monotonic() - began)

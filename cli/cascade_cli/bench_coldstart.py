@@ -1,0 +1,59 @@
+"""`cascade bench coldstart`: scale decision -> first token, stage by stage, from storage,
+a host copy or a peer (issue 12's benchmark). Registered by `bench.add_parser`; the
+work is in `cascade_bench.coldstart` (imported when it runs)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cascade_cli.bench_json import report, subset
+
+MODEL_DIR = Path("/var/lib/cascade/models/coldstart-8x768")
+
+
+def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from cascade_bench.coldstart.modes import CASES, MODES
+
+    ap = cmds.add_parser(
+        "coldstart",
+        help="scale decision -> first token, stage by stage: storage, host pool, peer",
+        description="Per mode (storage: no host copy, the new instance reads the model's "
+        "storage; pool: a host copy holds it; peer: a serving instance sends it) and case "
+        "(0 -> 1, 1 -> 2), in a fresh namespace each: the scale decision through /scale, "
+        "the new pod Ready, its first token, and its start-up stages from "
+        "status.instances[].startup. The pool mode also reads the host tier's bytes at "
+        "replicas 1, 6 and 0. Prints a table; --out writes the JSON, --plot a PNG of "
+        "stacked stages. Uses a running `cascade dev` cluster that fits, or brings one up.",
+    )
+    ap.add_argument("--model-dir", type=Path, default=MODEL_DIR, help="made if missing")
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--nodes", type=int, default=4)
+    ap.add_argument("--modes", type=lambda t: subset(t, MODES, "modes"), default=MODES)
+    ap.add_argument("--cases", type=lambda t: subset(t, CASES, "cases"), default=CASES)
+    ap.add_argument("--timeout-s", type=float, default=300.0)
+    ap.add_argument("--state-dir", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=None, metavar="OUT.json")
+    ap.add_argument("--plot", type=Path, default=None, metavar="OUT.png")
+    ap.set_defaults(func=_coldstart)
+
+
+def _coldstart(args: argparse.Namespace) -> int:
+    from cascade_bench.coldstart.plot import plot
+    from cascade_bench.coldstart.report import table
+    from cascade_bench.coldstart.run import ColdConfig, run
+
+    cfg = ColdConfig(
+        model_dir=args.model_dir,
+        layers=args.layers,
+        hidden=args.hidden,
+        nodes=args.nodes,
+        cases=args.cases,
+        modes=args.modes,
+        timeout_s=args.timeout_s,
+        state_dir=args.state_dir,
+    )
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    return report(run(cfg, say), table, args.out, args.plot, plot)
