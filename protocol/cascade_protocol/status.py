@@ -159,6 +159,7 @@ class WorkerStatus(Report):
     # Bytes of the blocks held: host memory for a host copy; an instance's store plays
     # the accelerator's memory (its engine's weights are views of it).
     store_bytes: int = 0
+    rss_bytes: int = 0  # the worker process's resident memory (0 where unknown)
     error: str | None = None  # why the last job failed
     last_transfer: TransferReport | None = None
     # Serving: the engine's phase, why it failed, its bounds and current batch.

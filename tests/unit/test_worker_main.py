@@ -40,6 +40,7 @@ def test_status_reports_identity_and_idle_phase() -> None:
     assert status == 200
     doc = json.loads(body)
     startup = doc.pop("startup")
+    assert doc.pop("rssBytes") > 10 << 20  # a Python process with aiohttp: tens of MB
     # Its start-up so far: the process stage only (nothing loaded, no engine).
     assert set(startup["stages"]) == {"process"} and startup["stages"]["process"] >= 0
     assert startup["processStartedAt"] <= time.time() and startup["readyAt"] is None
@@ -72,7 +73,7 @@ def test_status_reports_identity_and_idle_phase() -> None:
     # The shared model reads it back whole (the operator's side of the wire).
     got = WorkerStatus.model_validate_json(body)
     assert got.startup is not None
-    assert got.model_copy(update={"startup": None}) == WorkerStatus(
+    assert got.model_copy(update={"startup": None, "rss_bytes": 0}) == WorkerStatus(
         pod="tiny-w-0", model_uri="file:///models/tiny-llama", data_port=18515
     )
 

@@ -39,7 +39,7 @@ from cascade_worker.serving.api import SERVING_KEY
 from cascade_worker.serving.control_routes import add_serving
 from cascade_worker.serving.factory import EngineFactory, default_engine_factory
 from cascade_worker.serving.report import serving_status
-from cascade_worker.startup import Startup
+from cascade_worker.startup import Startup, rss_bytes
 
 log = logging.getLogger("cascade_worker")
 
@@ -64,7 +64,8 @@ def worker_status(app: web.Application) -> WorkerStatus:
         pod=config.pod_name, model_uri=config.model_uri, data_port=config.data_port, role=role
     )
     ctl = app[CONTROL_KEY]
-    status = ctl.state.status(status).model_copy(update={"startup": ctl.startup.info})
+    update = {"startup": ctl.startup.info, "rss_bytes": rss_bytes()}
+    status = ctl.state.status(status).model_copy(update=update)
     return status if config.host_copy else serving_status(app[SERVING_KEY], status)
 
 

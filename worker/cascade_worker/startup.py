@@ -35,6 +35,16 @@ def process_started_at(pid: int | None = None) -> float | None:
     return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
+def rss_bytes() -> int:
+    """This process's resident memory (Linux /proc; 0 elsewhere): what a worker costs
+    its node beyond the model it holds."""
+    try:
+        resident = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return resident * os.sysconf("SC_PAGE_SIZE")
+
+
 class Startup:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         """Made when the worker's control is (its main runs): the process stage ends now.

@@ -26,6 +26,7 @@ from cascade_bench.autoscale.manifest import body, md_name
 from cascade_bench.burst.probes import worker_pods
 from cascade_bench.coldstart import modes, report
 from cascade_dev.paths import StatePaths, default_state_dir
+from cascade_protocol.status import STATUS_PATH
 
 Say = Callable[[str], None]
 POLL_S = 0.1
@@ -112,6 +113,9 @@ def one(
     ready_s = time.monotonic() - t0
     token_s = first_token_s(pod.status.pod_ip, cfg.timeout_s)
     name = pod.metadata.name
+    url = f"http://{pod.status.pod_ip}:{c.WORKER_PORT}{STATUS_PATH}"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        worker = json.loads(resp.read())
 
     def startup() -> dict[str, Any] | None:
         shown = (_md(b, run).get("status") or {}).get("instances") or []
@@ -127,6 +131,10 @@ def one(
         "stages": stages,
         "weights_from": info.get("weightsFrom"),
         "weights_bytes": info.get("weightsBytes"),
+        # Memory: its resident set beside the blocks it holds (one model copy + KV cache
+        # + the runtime is the target; on CPU the store plays the accelerator's memory).
+        "rss_bytes": worker.get("rssBytes"),
+        "store_bytes": worker.get("storeBytes"),
     }
 
 
