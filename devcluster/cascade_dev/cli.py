@@ -12,6 +12,7 @@ from pathlib import Path
 from cascade_dev import cluster
 from cascade_dev.cpuquota import check_cores
 from cascade_dev.paths import StatePaths, default_state_dir
+from cascade_dev.topology import DEFAULT_STORAGE_MBIT
 from cascade_dev.urls import ResolveError
 
 
@@ -27,6 +28,17 @@ def _cores(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _mbit_or_off(text: str) -> int:
+    """`--storage-mbit`: a whole rate in Mbit/s, 0 meaning no limit."""
+    try:
+        mbit = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of Mbit/s: {text!r}") from None
+    if mbit < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (unlimited) or more: {mbit}")
+    return mbit
+
+
 def _up(args: argparse.Namespace) -> int:
     opts = cluster.UpOptions(
         nodes=args.nodes,
@@ -38,6 +50,7 @@ def _up(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         wait_nodes=not args.no_wait,
         node_cpu=args.node_cpu,
+        storage_mbit=args.storage_mbit,
     )
     paths = _paths(args)
     plan = cluster.up(paths, opts)
@@ -105,6 +118,15 @@ def add_parser(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="CORES",
         help="hold each node's pods (not the operator or gateway) to CORES cores of CPU, "
         "e.g. 0.5, so capacity grows with nodes as with GPUs (root; default: no quota)",
+    )
+    up.add_argument(
+        "--storage-mbit",
+        type=_mbit_or_off,
+        default=DEFAULT_STORAGE_MBIT,
+        metavar="MBIT",
+        help="rate at which pods read model storage (checkpoints), so loading from storage "
+        f"is 10x slower than the default NIC as on real clusters; 0: unlimited "
+        f"(default {DEFAULT_STORAGE_MBIT})",
     )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait per phase")
     up.add_argument("--no-wait", action="store_true", help="don't wait for nodes to be Ready")

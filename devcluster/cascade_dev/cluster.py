@@ -3,8 +3,9 @@
 `up` is a reconcile: every step (binaries, PKI, kubeconfigs, cluster.json, switches,
 control plane, node agent) checks before it acts, so running it on a live cluster only
 restarts the node agent when the plan changed (node list, `--node-cpu`: the new agent
-rewrites the quotas). `down` stops everything in reverse, sweeps whatever still runs for
-the state dir, removes the CPU quota groups, deletes the fabric and wipes etcd and pods.
+rewrites the quotas; `--storage-mbit`: pods it starts from then on read at the new
+rate). `down` stops everything in reverse, sweeps whatever still runs for the state
+dir, removes the CPU quota groups, deletes the fabric and wipes etcd and pods.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from cascade_dev.kubeapi import KubeApi
 from cascade_dev.kubeconfig import write_kubeconfig
 from cascade_dev.paths import StatePaths, venv_python
 from cascade_dev.pki import Pki, ensure_pki
-from cascade_dev.topology import MODE_NETNS, ClusterPlan, plan_cluster
+from cascade_dev.topology import DEFAULT_STORAGE_MBIT, MODE_NETNS, ClusterPlan, plan_cluster
 from cascade_dev.urls import parse_target, resolve_url
 
 AGENT = "nodeagent"
@@ -42,6 +43,7 @@ class UpOptions:
     timeout: float = 120.0
     wait_nodes: bool = True
     node_cpu: float | None = None  # cores of CPU quota per node; None: unlimited
+    storage_mbit: int = DEFAULT_STORAGE_MBIT  # pods' model storage read rate; 0: unlimited
 
 
 def _log(msg: str) -> None:
@@ -85,6 +87,7 @@ def up(paths: StatePaths, opts: UpOptions) -> ClusterPlan:
         spine_mbit=opts.spine_mbit,
         nodes_per_leaf=opts.nodes_per_leaf,
         node_cpu=opts.node_cpu,
+        storage_mbit=opts.storage_mbit or None,
     )
     if opts.node_cpu is not None:
         _check_cpu_quota()
@@ -229,7 +232,11 @@ def status(paths: StatePaths) -> str:
     if plan is None:
         lines.append("cluster: down")
         return "\n".join(lines)
-    lines.append(f"fabric: {plan.mode}, host {plan.host_ip}, spine {plan.spine_mbit} Mbit/s")
+    storage = f"{plan.storage_mbit} Mbit/s" if plan.storage_mbit else "unlimited"
+    lines.append(
+        f"fabric: {plan.mode}, host {plan.host_ip}, spine {plan.spine_mbit} Mbit/s, "
+        f"storage {storage}"
+    )
     api = KubeApi(Pki(paths.pki))
     up_now = api.ready()
     lines.append(f"apiserver: {'ready' if up_now else 'not ready'} (kubeconfig {paths.kubeconfig})")

@@ -34,6 +34,12 @@ IFNAMSIZ = 15  # Linux interface names: at most 15 characters
 SPINE_BRIDGE = "cxspine"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 UID_CHARS = 12
+# Model storage read rate per pod, Mbit/s (`--storage-mbit`; 0 turns it off). Real
+# clusters read model storage (S3, NFS, a PVC) at a few Gbit/s while GPU NICs run
+# 100-400 Gbit/s: storage is some 10-50x slower than a NIC. 100 keeps that ratio
+# against the default 1000 Mbit/s NIC, so loading from storage costs what it should
+# relative to a transfer from a peer, instead of running at page-cache speed.
+DEFAULT_STORAGE_MBIT = 100
 
 
 def node_name(index: int) -> str:
@@ -142,6 +148,9 @@ class ClusterPlan:
     leaves: tuple[LeafPlan, ...]
     spine_bridge: str = SPINE_BRIDGE
     prefix_len: int = PREFIX_LEN
+    # Every pod reads model storage at most this fast ($CASCADE_STORAGE_MBIT, set by the
+    # node agent); None = unlimited, also for cluster.json files written before it.
+    storage_mbit: int | None = None
 
     def node(self, name: str) -> NodePlan:
         for n in self.nodes:
@@ -162,6 +171,7 @@ class ClusterPlan:
             leaves=tuple(LeafPlan(**lf) for lf in data["leaves"]),
             spine_bridge=data.get("spine_bridge", SPINE_BRIDGE),
             prefix_len=data.get("prefix_len", PREFIX_LEN),
+            storage_mbit=data.get("storage_mbit"),
         )
 
 
@@ -174,10 +184,12 @@ def plan_cluster(
     spine_mbit: int | None = None,
     nodes_per_leaf: int = 4,
     node_cpu: float | None = None,
+    storage_mbit: int | None = None,
 ) -> ClusterPlan:
     """The whole cluster from `cascade dev up` flags. Spine links default to one NIC's rate,
     so a full leaf is oversubscribed nodes_per_leaf:1 toward the spine. `node_cpu` gives
-    every node a CPU quota (cpuquota.py) and the label that tells readers about it."""
+    every node a CPU quota (cpuquota.py) and the label that tells readers about it;
+    `storage_mbit` caps every pod's model storage reads (None: unlimited)."""
     if not 1 <= nodes <= MAX_NODES:
         raise ValueError(f"--nodes must be 1..{MAX_NODES}, got {nodes}")
     if nodes_per_leaf < 1 or gpus_per_node < 0 or nic_mbit < 1:
@@ -189,6 +201,8 @@ def plan_cluster(
         raise ValueError("--spine-mbit must be >= 1")
     if node_cpu is not None:
         check_cores(node_cpu)
+    if storage_mbit is not None and storage_mbit < 1:
+        raise ValueError("--storage-mbit must be >= 1 (0 on the command line: unlimited)")
     leaf_count = leaf_of(nodes - 1, nodes_per_leaf) + 1
     leaves = tuple(
         LeafPlan(
@@ -237,7 +251,14 @@ def plan_cluster(
             )
         )
     host = NETNS_HOST_IP if mode == MODE_NETNS else LOOPBACK_HOST_IP
-    return ClusterPlan(mode=mode, host_ip=host, spine_mbit=spine, nodes=tuple(plans), leaves=leaves)
+    return ClusterPlan(
+        mode=mode,
+        host_ip=host,
+        spine_mbit=spine,
+        nodes=tuple(plans),
+        leaves=leaves,
+        storage_mbit=storage_mbit,
+    )
 
 
 def link_names(plan: ClusterPlan) -> list[str]:

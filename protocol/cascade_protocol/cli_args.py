@@ -42,6 +42,17 @@ def parse_seconds(value: str) -> float:
     return seconds
 
 
+def parse_mbit(value: str) -> float:
+    """argparse type for a rate in Mbit/s: a number more than 0."""
+    try:
+        mbit = float(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a rate in Mbit/s: {value!r}") from exc
+    if not mbit > 0 or mbit == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 Mbit/s: {value}")
+    return mbit
+
+
 def int_at_least(minimum: int, what: str) -> Callable[[str], int]:
     """argparse type for a whole number >= `minimum` (`what` names it in errors)."""
 

@@ -3,8 +3,8 @@
 The operator polls every worker's status each reconcile tick to decide who may send,
 who needs weights and who serves (and, later, the autoscaler reads it beside the load
 report); people read it with curl. The worker builds one `WorkerStatus` from its
-control state (held blocks, the running job, the last transfer) and its serving state
-(engine, pipeline role) and answers it with camelCase names, like the control bodies.
+control state (held blocks, the running job, the last transfer and load) and its
+serving state (engine, pipeline role) and answers it with camelCase names, like the control bodies.
 Readers ignore fields they do not know, so a newer worker does not break an older
 operator during a rolling upgrade.
 """
@@ -123,6 +123,15 @@ class StartupInfo(Report):
     ready_at: float | None = None  # wall clock its engine first took requests
 
 
+class LoadReport(Report):
+    """The last load from storage (a checkpoint packed into blocks): how fast storage
+    really was, beside the limit the worker applied ($CASCADE_STORAGE_MBIT)."""
+
+    bytes_read: int  # tensor bytes read from the checkpoint
+    seconds: float  # the whole load: reading, packing, checksums
+    rate_mbit: float | None = None  # the storage rate limit applied; None = unlimited
+
+
 class PipelineInfo(Report):
     """The engine heads an execution pipeline: layers here, the rest on stages."""
 
@@ -162,6 +171,7 @@ class WorkerStatus(Report):
     rss_bytes: int = 0  # the worker process's resident memory (0 where unknown)
     error: str | None = None  # why the last job failed
     last_transfer: TransferReport | None = None
+    last_load: LoadReport | None = None  # the last successful load from storage
     # Serving: the engine's phase, why it failed, its bounds and current batch.
     serving: bool = False  # engine == serving
     draining: bool = False  # engine == draining

@@ -9,6 +9,7 @@ import pytest
 
 from cascade_cli.main import main
 from cascade_dev import cluster
+from cascade_dev.topology import DEFAULT_STORAGE_MBIT
 
 
 def test_node_cpu_reaches_up_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -33,3 +34,28 @@ def test_bad_node_cpu_is_refused_while_parsing(
         main(["dev", "up", "--node-cpu", bad])
     assert exc.value.code == 2
     assert "--node-cpu" in capsys.readouterr().err
+
+
+def test_storage_rate_reaches_up_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: list[cluster.UpOptions] = []
+
+    def fake_up(paths: Any, opts: cluster.UpOptions) -> Any:
+        seen.append(opts)
+        return cluster.plan_cluster(opts.nodes, storage_mbit=opts.storage_mbit or None)
+
+    monkeypatch.setattr(cluster, "up", fake_up)
+    state = str(tmp_path)
+    for extra in ([], ["--storage-mbit", "250"], ["--storage-mbit", "0"]):
+        assert main(["dev", "--state-dir", state, "up", "--nodes", "1", *extra]) == 0
+    assert [o.storage_mbit for o in seen] == [DEFAULT_STORAGE_MBIT, 250, 0]
+    assert cluster.UpOptions().storage_mbit == DEFAULT_STORAGE_MBIT  # as `cascade dev up`
+
+
+@pytest.mark.parametrize("bad", ["-1", "fast", "1.5"])
+def test_bad_storage_rate_is_refused_while_parsing(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["dev", "up", "--storage-mbit", bad])
+    assert exc.value.code == 2
+    assert "--storage-mbit" in capsys.readouterr().err

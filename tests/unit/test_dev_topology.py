@@ -119,3 +119,20 @@ def test_plans_written_before_node_cpu_still_load() -> None:
     data = t.plan_cluster(1).to_json()
     del data["nodes"][0]["cpu"]
     assert t.ClusterPlan.from_json(data).nodes[0].cpu is None
+
+
+def test_storage_rate_is_planned_and_round_trips() -> None:
+    plan = t.plan_cluster(2, storage_mbit=100)
+    assert plan.storage_mbit == 100 and plan.to_json()["storage_mbit"] == 100
+    assert t.ClusterPlan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+    unlimited = t.plan_cluster(2)
+    assert unlimited.storage_mbit is None
+    assert t.ClusterPlan.from_json(json.loads(json.dumps(unlimited.to_json()))) == unlimited
+    with pytest.raises(ValueError, match="--storage-mbit"):
+        t.plan_cluster(2, storage_mbit=0)
+
+
+def test_plans_written_before_storage_rate_still_load() -> None:
+    data = t.plan_cluster(1, storage_mbit=100).to_json()
+    del data["storage_mbit"]
+    assert t.ClusterPlan.from_json(data).storage_mbit is None  # as such a cluster ran

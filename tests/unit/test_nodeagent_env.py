@@ -171,3 +171,19 @@ def test_expand_argv() -> None:
         "--host=a",
         "$(NOPE)",
     ]
+
+
+def test_storage_rate_joins_the_base_env_unless_the_pod_sets_it() -> None:
+    assert envmod.storage_env(None) == {} and envmod.storage_env(0) == {}
+    with_rate = base() | envmod.storage_env(100)
+    assert with_rate["CASCADE_STORAGE_MBIT"] == "100"
+    args = {
+        "pod_ip": "198.18.1.2",
+        "host_ip": "198.18.1.1",
+        "get_secret": get_secret,
+        "get_config_map": get_cm,
+    }
+    plain = envmod.container_env({"name": "w"}, POD, with_rate, **args)
+    assert plain["CASCADE_STORAGE_MBIT"] == "100"
+    own = {"name": "w", "env": [{"name": "CASCADE_STORAGE_MBIT", "value": "5"}]}
+    assert envmod.container_env(own, POD, with_rate, **args)["CASCADE_STORAGE_MBIT"] == "5"

@@ -234,3 +234,19 @@ def test_readopt_then_orphan_teardown(ctx: AgentContext) -> None:
     settle(orphan, None)
     assert orphan.finished and not proc.alive()
     assert cast(Any, ctx.kube).deleted == []
+
+
+def test_pods_get_the_clusters_storage_rate_unless_they_set_it(ctx: AgentContext) -> None:
+    ctx.storage_mbit = 100
+    own = sh("own", 'echo "rate=$CASCADE_STORAGE_MBIT"')
+    own["env"] = [{"name": "CASCADE_STORAGE_MBIT", "value": "5"}]
+    pod = make_pod([sh("app", 'echo "rate=$CASCADE_STORAGE_MBIT"'), own], policy="Never")
+    w = PodWorker("uid-1", "cascade-node-0", ctx, pod)
+    w.sync(pod)
+    end = time.monotonic() + 5
+    while len(w._exits) < 2 and time.monotonic() < end:
+        time.sleep(0.02)
+    w.sync(pod)
+    assert last(ctx)["phase"] == "Succeeded"
+    assert "rate=100" in (w.dir / "app.log").read_text()
+    assert "rate=5" in (w.dir / "own.log").read_text()

@@ -175,3 +175,29 @@ def test_prefill_budget_from_the_flag_or_the_operators_env() -> None:
     env = {"CASCADE_PREFILL_TOKENS_PER_STEP": "128"}
     assert load_config([], env).prefill_tokens_per_step == 128
     assert load_config(["--prefill-tokens-per-step", "64"], env).prefill_tokens_per_step == 64
+
+
+def test_storage_rate_from_the_flag_or_the_node_agents_env() -> None:
+    assert load_config([], {}).storage_mbit is None  # unlimited
+    assert load_config([], {"CASCADE_STORAGE_MBIT": "100"}).storage_mbit == 100.0
+    assert load_config([], {"CASCADE_STORAGE_MBIT": ""}).storage_mbit is None
+    env = {"CASCADE_STORAGE_MBIT": "100"}
+    assert load_config(["--storage-mbit", "2.5"], env).storage_mbit == 2.5
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["--storage-mbit", "0"], {}),
+        (["--storage-mbit", "-3"], {}),
+        ([], {"CASCADE_STORAGE_MBIT": "fast"}),
+        ([], {"CASCADE_STORAGE_MBIT": "inf"}),
+    ],
+)
+def test_bad_storage_rates_are_usage_errors(
+    argv: list[str], env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        load_config(argv, env)
+    assert exc.value.code == 2
+    assert "--storage-mbit" in capsys.readouterr().err

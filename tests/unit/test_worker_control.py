@@ -246,9 +246,9 @@ def test_conflicts_are_409(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> 
     # The first load must still run when the second request arrives: slow it down.
     real = BlockStore.from_model_dir.__func__  # type: ignore[attr-defined]
 
-    def slow_load(cls: type[BlockStore], path: Path, blocks: int) -> BlockStore:
+    def slow_load(cls: type[BlockStore], path: Path, blocks: int, **kw: Any) -> BlockStore:
         time.sleep(1.0)
-        store: BlockStore = real(cls, path, blocks)
+        store: BlockStore = real(cls, path, blocks, **kw)
         return store
 
     monkeypatch.setattr(BlockStore, "from_model_dir", classmethod(slow_load))

@@ -19,6 +19,7 @@ from cascade_protocol.cli_args import (
     add_serving_args,
     int_at_least,
     parse_flag,
+    parse_mbit,
     parse_port,
     parse_seconds,
 )
@@ -60,6 +61,9 @@ class WorkerConfig:
     pipeline_port: int = PIPELINE_PORT
     # Blocks per model when a load request does not say ($CASCADE_BLOCKS).
     blocks: int = DEFAULT_BLOCKS
+    # Read checkpoints at most this fast, Mbit/s ($CASCADE_STORAGE_MBIT; the dev cluster
+    # sets it so loading from storage costs what S3/NFS would); None = unlimited.
+    storage_mbit: float | None = None
     # A host copy ($CASCADE_ROLE=host-copy): holds the model's blocks in host memory and
     # sends them to plans; runs no engine, is ready once it holds the whole model.
     host_copy: bool = False
@@ -149,6 +153,13 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         type=parse_blocks,
         default=env.get("CASCADE_BLOCKS", str(DEFAULT_BLOCKS)),
         help=f"blocks per model for load (env CASCADE_BLOCKS, default {DEFAULT_BLOCKS})",
+    )
+    parser.add_argument(
+        "--storage-mbit",
+        type=parse_mbit,
+        default=env.get("CASCADE_STORAGE_MBIT") or None,
+        help="read checkpoints at most this fast, Mbit/s, to emulate model storage "
+        "(env CASCADE_STORAGE_MBIT; default: unlimited)",
     )
     add_engine_args(parser, env)
     return parser
@@ -268,6 +279,7 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         data_port=args.data_port,
         pipeline_port=args.pipeline_port,
         blocks=args.blocks,
+        storage_mbit=args.storage_mbit,
         host_copy=args.role == WorkerRole.HOST_COPY,
         serve_on_start=serve,
         await_weights=await_weights,

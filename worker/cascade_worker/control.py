@@ -24,7 +24,13 @@ from prometheus_client import Counter
 
 from cascade_api.scaleplan import SourceTier
 from cascade_protocol.control import Accepted, LoadRequest, ManifestInfo, TransferRequest
-from cascade_protocol.status import TransferReport, TransferRole, WeightsFrom, WorkerPhase
+from cascade_protocol.status import (
+    LoadReport,
+    TransferReport,
+    TransferRole,
+    WeightsFrom,
+    WorkerPhase,
+)
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control_errors import RequestError, parse_body
 from cascade_worker.control_state import WorkerState
@@ -112,19 +118,29 @@ def claim_load(ctl: Control, req: LoadRequest) -> tuple[Path, int]:
 
 
 async def run_load(ctl: Control, path: Path, blocks: int) -> None:
+    """Pack the checkpoint at `path` (read at the storage rate, $CASCADE_STORAGE_MBIT)
+    into the store; status reports how the read went as `lastLoad`."""
     from cascade_worker.blocks.store import BlockStore
 
     began = time.monotonic()
+    rate = ctl.config.storage_mbit
     try:
-        store = await asyncio.to_thread(BlockStore.from_model_dir, path, blocks)
+        store = await asyncio.to_thread(BlockStore.from_model_dir, path, blocks, rate_mbit=rate)
     except Exception as exc:  # any failure is reported in status, the worker keeps serving
         log.exception("load %s failed", path)
         ctl.state.release(f"load {path}: {exc}")
         return
     ctl.startup.weights(WeightsFrom.STORAGE, store.held_bytes(), time.monotonic() - began)
     ctl.state.store = store
+    read = store.storage_read
+    if read is not None:
+        ctl.state.last_load = LoadReport(
+            bytes_read=read.bytes_read, seconds=read.seconds, rate_mbit=read.rate_mbit
+        )
     ctl.state.release()
-    log.info("loaded %s: %d blocks, digest %s", path, store.num_blocks, store.manifest.digest)
+    log.info(
+        "loaded %s: %d blocks, digest %s, %s", path, store.num_blocks, store.manifest.digest, read
+    )
 
 
 async def transfer(ctl: Control, request: web.Request) -> Accepted:

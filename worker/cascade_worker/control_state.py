@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cascade_protocol.status import TransferReport, WorkerPhase, WorkerStatus
+from cascade_protocol.status import LoadReport, TransferReport, WorkerPhase, WorkerStatus
 from cascade_worker.control_errors import RequestError
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ class WorkerState:
     error: str | None = None  # why the last job failed
     node: MulticastNode | None = None  # the running transfer's node
     last_transfer: TransferReport | None = None
+    last_load: LoadReport | None = None  # the last successful load from storage
     bytes_received_total: int = 0
     serving: bool = False  # an engine runs (or starts) on `store`
 
@@ -115,5 +116,6 @@ class WorkerState:
                 "bytes_received": self.bytes_received,
                 "error": self.error,
                 "last_transfer": self.last_transfer,
+                "last_load": self.last_load,
             }
         )

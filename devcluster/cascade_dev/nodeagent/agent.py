@@ -71,6 +71,7 @@ class Agent:
             WorkerTemplate(state_dir / "logs" / "worker-template.log", str(state_dir))
             if enabled(os.environ)
             else None,
+            cluster.get("storage_mbit"),  # absent from cluster.json files before it
         )
         self.heartbeat = Heartbeat(self.kube, self.nodes, fabric, self.stop)
         self.watcher = PodWatcher(

@@ -46,3 +46,6 @@ class AgentContext:
     host: HostEnv
     cpu: NodeCpu | None = None  # `--node-cpu` quotas; None: every pod runs unconfined
     template: WorkerTemplate | None = None  # forks worker containers; None: exec them
+    # `--storage-mbit`: every pod's model storage read rate ($CASCADE_STORAGE_MBIT);
+    # None: pods read checkpoints as fast as the disk goes.
+    storage_mbit: int | None = None

@@ -2,10 +2,10 @@
 
 Kubelet semantics, reduced to what Cascade's pods use: the agent's base variables
 (POD_IP, POD_NAME, POD_NAMESPACE, NODE_NAME, KUBERNETES_SERVICE_HOST/PORT, PATH with
-the venv bin dir first), then `envFrom`, then `env` (later wins). Values may reference
-earlier variables as $(VAR); `$$` escapes a dollar. A missing secret/configMap/key that
-is not optional raises EnvError, which the pod worker reports as
-CreateContainerConfigError and retries.
+the venv bin dir first, the cluster's CASCADE_STORAGE_MBIT), then `envFrom`, then `env`
+(later wins). Values may reference earlier variables as $(VAR); `$$` escapes a dollar.
+A missing secret/configMap/key that is not optional raises EnvError, which the pod
+worker reports as CreateContainerConfigError and retries.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 API_PORT = 6443
+STORAGE_MBIT_ENV = "CASCADE_STORAGE_MBIT"
 
 # (namespace, name) -> the object as a dict, or None when it does not exist.
 ObjectGetter = Callable[[str, str], Mapping[str, Any] | None]
@@ -112,6 +113,12 @@ def base_env(
         "KUBERNETES_SERVICE_PORT_HTTPS": str(API_PORT),
         "KUBERNETES_PORT": f"tcp://{api_host}:{API_PORT}",
     }
+
+
+def storage_env(storage_mbit: int | None) -> dict[str, str]:
+    """The cluster's model storage rate for a pod's base environment (the worker paces
+    its checkpoint reads by it); a pod's own `env` still overrides it."""
+    return {STORAGE_MBIT_ENV: str(storage_mbit)} if storage_mbit else {}
 
 
 def _lookup(get: ObjectGetter, ns: str, ref: Mapping[str, Any], what: str) -> dict[str, str] | None:

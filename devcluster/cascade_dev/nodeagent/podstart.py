@@ -25,7 +25,7 @@ from cascade_dev.cpuquota import confined_from_ready
 from . import images, runner
 from .containers import Run
 from .context import HostEnv
-from .env import EnvError, ObjectGetter, base_env, container_env, expand_argv
+from .env import EnvError, ObjectGetter, base_env, container_env, expand_argv, storage_env
 from .kube import TRANSIENT
 from .podstate import PodState
 from .probes import ContainerProbes
@@ -148,6 +148,7 @@ def start_container(w: PodState, run: Run) -> list[float]:
     )
     if w.ctx.cpu is not None:
         base.update(w.ctx.cpu.env(w.node, w.pod))
+    base.update(storage_env(w.ctx.storage_mbit))  # the pod's own env still wins
     kube = w.ctx.kube
     try:
         prep = prepare(

@@ -4,7 +4,9 @@ One buffer per block means one send/receive per block on the wire (or a few chun
 ones), one checksum, and one allocation on the receiver, made before any byte arrives.
 Tensors sit at 64-byte-aligned offsets so viewing them as any dtype is legal and fast.
 Buffers are plain numpy uint8 arrays (ucxx sends them zero-copy; bf16 needs no numpy
-dtype); `unpack_block` views them through torch without copying.
+dtype); `unpack_block` views them through torch without copying. Packing copies each
+tensor out of its memory-mapped file, so that copy is where a storage rate is applied
+(pacing.py): the result says how many bytes were read and how long it took.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from cascade_worker.blocks.manifest import (
     itemsize,
     model_digest,
 )
+from cascade_worker.blocks.pacing import Pacer, StorageRead
 from cascade_worker.blocks.partition import assign_tensors, partition_layers
 from cascade_worker.blocks.safetensors_io import StoredTensor, open_model
 
@@ -42,6 +45,9 @@ _EXTRA_MAX_BYTES = 32 * 1024 * 1024
 class PackedModel:
     manifest: ModelManifest
     buffers: list[np.ndarray]  # one uint8 array per block, index = block index
+    # The checkpoint's tensor bytes read and the seconds the whole pack took: the
+    # worker reports them as its last load (how fast "from storage" really was).
+    read: StorageRead | None = None
 
 
 def layout(entries: Sequence[tuple[str, str, tuple[int, ...]]]) -> tuple[list[TensorEntry], int]:
@@ -81,10 +87,12 @@ def read_extras(model_dir: Path) -> dict[str, str]:
     return extras
 
 
-def pack_model(model_dir: Path, blocks: int) -> PackedModel:
+def pack_model(model_dir: Path, blocks: int, *, rate_mbit: float | None = None) -> PackedModel:
     """Cut the checkpoint in `model_dir` into `blocks` packed, checksummed buffers
     (at most one per decoder layer: a deployment's multicast.blocks applies to models of
-    every depth, so a shallower model gets fewer, whole-layer blocks)."""
+    every depth, so a shallower model gets fewer, whole-layer blocks). `rate_mbit` caps
+    how fast the tensors are read from storage (None: as fast as the disk goes)."""
+    pacer = Pacer(rate_mbit)
     config = read_config(model_dir)
     num_layers = int(config["num_hidden_layers"])
     arch = str((config.get("architectures") or [config.get("model_type", "unknown")])[0])
@@ -97,7 +105,7 @@ def pack_model(model_dir: Path, blocks: int) -> PackedModel:
     ):
         tensors = [stored[n] for n in names]
         entries, nbytes = layout([(t.name, t.dtype, t.shape) for t in tensors])
-        buffer = _fill(entries, tensors, nbytes)
+        buffer = _fill(entries, tensors, nbytes, pacer)
         block_manifests.append(
             BlockManifest(
                 index=index,
@@ -118,13 +126,15 @@ def pack_model(model_dir: Path, blocks: int) -> PackedModel:
         blocks=block_manifests,
         extras=extras,
     )
-    return PackedModel(manifest, buffers)
+    return PackedModel(manifest, buffers, pacer.report())
 
 
-def _fill(entries: list[TensorEntry], tensors: list[StoredTensor], nbytes: int) -> np.ndarray:
+def _fill(
+    entries: list[TensorEntry], tensors: list[StoredTensor], nbytes: int, pacer: Pacer
+) -> np.ndarray:
     buffer = np.zeros(nbytes, dtype=np.uint8)  # zeros: padding bytes are deterministic
     for entry, tensor in zip(entries, tensors, strict=True):
-        buffer[entry.offset : entry.offset + entry.nbytes] = tensor.data
+        pacer.copy(buffer[entry.offset : entry.offset + entry.nbytes], tensor.data)
     return buffer
 
 

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from cascade_worker.blocks.manifest import ModelManifest, checksum
+from cascade_worker.blocks.pacing import StorageRead
 from cascade_worker.blocks.pack import pack_model, unpack_block
 from cascade_worker.blocks.safetensors_io import write_safetensors
 
@@ -89,13 +90,18 @@ class BlockStore:
         self._callbacks: list[LayersReady] = []
         # block index -> time.monotonic() when it was installed (the executor's report).
         self.installed_at: dict[int, float] = {}
+        self.storage_read: StorageRead | None = None  # set when packed from a checkpoint
 
     @classmethod
-    def from_model_dir(cls, model_dir: Path, blocks: int) -> BlockStore:
-        """Source side: pack the HF checkpoint in `model_dir` into `blocks` held blocks."""
-        packed = pack_model(Path(model_dir), blocks)
+    def from_model_dir(
+        cls, model_dir: Path, blocks: int, *, rate_mbit: float | None = None
+    ) -> BlockStore:
+        """Source side: pack the HF checkpoint in `model_dir` into `blocks` held blocks,
+        reading it at most at `rate_mbit` (storage emulation; None: unlimited)."""
+        packed = pack_model(Path(model_dir), blocks, rate_mbit=rate_mbit)
         store = cls.__new__(cls)
         store._adopt(packed.manifest, packed.buffers)
+        store.storage_read = packed.read
         now = time.monotonic()
         for index in range(len(packed.buffers)):
             store._held.add(index)  # checksums were computed from these very bytes
@@ -128,6 +134,7 @@ class BlockStore:
         self._held = set()
         self._callbacks = []
         self.installed_at = {}
+        self.storage_read = None
 
     @property
     def model_digest(self) -> str:
