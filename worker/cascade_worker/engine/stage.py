@@ -129,5 +129,5 @@ class StageModel:
             return x
         assert w.norm is not None and w.lm_head is not None
         if not batch.all_logits:
-            x = x[meta.last_index]
+            x = x.index_select(0, meta.last_index)
         return F.linear(rms_norm(x, w.norm, c.rms_norm_eps), w.lm_head).float()
