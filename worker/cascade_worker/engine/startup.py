@@ -41,6 +41,8 @@ class StartupOptions:
     # max_batch: the decode steps, where compiling pays on accelerators)
     compile: bool = False
     compile_max_tokens: int | None = None
+    compile_dynamic: bool = False  # one symbolic-size graph instead of padded buckets
+    compile_backend: str = "inductor"
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,10 @@ def build_local(
         from cascade_worker.engine.compiled import compile_stage
 
         limit = opts.compile_max_tokens or max_batch
-        compile_s = sum(compile_stage(s, limit) for s in executor.stages)
+        compile_s = sum(
+            compile_stage(s, limit, dynamic=opts.compile_dynamic, backend=opts.compile_backend)
+            for s in executor.stages
+        )
     return executor, StartupReport(sizing, load_s, compile_s)
 
 
