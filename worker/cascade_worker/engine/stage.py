@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -32,11 +32,14 @@ from cascade_worker.engine.layers import (
 )
 from cascade_worker.engine.weights import StageWeights, load_stage_weights
 
-if TYPE_CHECKING:
-    from cascade_worker.engine.compiled import CompiledLayers
-
 # attend(layer index within the stage, q [T, H, D], k, v [T, KVH, D]) -> [T, H * D]
 Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class CompiledRange(Protocol):
+    """The stage's whole range compiled (compiled.CompiledLayers): x, meta -> hidden."""
+
+    def __call__(self, x: torch.Tensor, meta: AttentionMeta) -> torch.Tensor: ...
 
 
 class StageModel:
@@ -68,7 +71,7 @@ class StageModel:
         )
         if self.cache.config != cache or len(self.cache.k) < self.end - self.start:
             raise ValueError("the KV cache given does not fit this stage")
-        self.compiled: CompiledLayers | None = None  # set by compiled.compile_stage
+        self.compiled: CompiledRange | None = None  # set by compiled.compile_stage
 
     @classmethod
     def load(
