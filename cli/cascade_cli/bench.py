@@ -16,7 +16,14 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from cascade_cli import bench_autoscale, bench_burst, bench_capacity, bench_coldstart, replay_flags
+from cascade_cli import (
+    bench_autoscale,
+    bench_burst,
+    bench_capacity,
+    bench_coldstart,
+    bench_engine,
+    replay_flags,
+)
 from cascade_cli.bench_json import write_json
 
 
@@ -100,6 +107,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     bench_autoscale.add(cmds)
     bench_burst.add(cmds)
     bench_coldstart.add(cmds)
+    bench_engine.add(cmds)
 
 
 def _add_plan(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

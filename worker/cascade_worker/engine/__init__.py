@@ -10,6 +10,10 @@ batch.py      StageBatch: one step's tokens/hidden states + ints, the stage boun
 layers.py     RMSNorm, RoPE, masked GQA attention, SwiGLU (plain torch)
 weights.py    gather a stage's tensors from a BlockStore, cast for compute
 kv_cache.py   a stage's K/V tensors
+sizing.py     context length; KV-cache size from a memory budget (KvSizing, JSON)
+kv_profile.py measure the worst step's memory peak, size the KV cache (profile_kv)
+startup.py    a one-process engine's start-up: load, size (or restore), compile
+compiled.py   torch.compile of a layer range: token buckets, attention as a custom op
 config.py     ModelConfig from HF config.json
 sampling.py   greedy / temperature / top-p with per-request generators
 tokenizer.py  tokenizers-based encode, chat templates, incremental detokenizing

@@ -33,7 +33,8 @@ from cascade_worker.engine.protocol import EngineStats, RequestRejected
 from cascade_worker.engine.requests import EngineRequest, prepare_prompt
 from cascade_worker.engine.sampling import sample
 from cascade_worker.engine.scheduler import DEFAULT_PREFILL_BUDGET, Scheduler, SchedulerOutput
-from cascade_worker.engine.sizing import DEFAULT_BLOCK_SIZE, cache_config, context_length
+from cascade_worker.engine.sizing import DEFAULT_BLOCK_SIZE, context_length
+from cascade_worker.engine.startup import StartupOptions, StartupReport, build_local
 from cascade_worker.engine.tokenizer import EngineTokenizer
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class LLMEngine:
         self.num_preemptions = 0  # sequences sent back for recompute (a metric)
         self.last_prefill_tokens = 0  # prompt tokens the last step prefilled (EngineStats)
         self.last_step_s = 0.0  # its compute time (step_clock)
+        self.startup: StartupReport | None = None  # what from_store's start-up did
         # In-process stages on the CPU: CPU-clock steps. A pipeline waits on remote stages
         # within its step, which only wall time sees.
         self._cpu = isinstance(executor, LocalExecutor) and all(
@@ -94,23 +96,21 @@ class LLMEngine:
         kv_cache_tokens: int | None = None,
         prefill_budget: int = DEFAULT_PREFILL_BUDGET,
         cuts: tuple[int, ...] = (),
+        **startup: Any,
     ) -> LLMEngine:
         """Whole model in this process, as one stage or split at layer `cuts`; context
-        and KV cache sized by engine/sizing.py."""
+        sized by engine/sizing.py, the KV cache by profiling against a memory budget
+        unless `kv_cache_tokens` or a recorded `kv_sizing` is given, compiled with
+        `compile=True`: `startup` are StartupOptions' fields (engine/startup.py)."""
         config = ModelConfig.from_hf(store.manifest.config)
         max_model_len = context_length(config, max_model_len)
-        cache = cache_config(
-            config,
-            max_batch=max_batch,
-            max_model_len=max_model_len,
-            block_size=block_size,
-            kv_cache_tokens=kv_cache_tokens,
-            device=device,
-            dtype=dtype,
-        )
-        executor = LocalExecutor.load(store, config, cache, cuts=cuts, device=device, dtype=dtype)
+        opts = StartupOptions(block_size=block_size, kv_cache_tokens=kv_cache_tokens, **startup)
+        executor, report = build_local(
+            store, config, opts, max_batch=max_batch, max_model_len=max_model_len,
+            prefill_budget=prefill_budget, device=device, dtype=dtype, cuts=cuts,
+        )  # fmt: skip
         tokenizer = EngineTokenizer.from_extras(store.manifest.extras)
-        return cls(
+        engine = cls(
             config,
             executor,
             tokenizer,
@@ -118,6 +118,8 @@ class LLMEngine:
             max_model_len=max_model_len,
             prefill_budget=prefill_budget,
         )
+        engine.startup = report
+        return engine
 
     @classmethod
     def from_model_dir(cls, model_dir: Path, **kwargs: Any) -> LLMEngine:

@@ -40,8 +40,15 @@ class KVCache:
         self.v[layer].index_copy_(0, slots, v)
 
     def read(self, layer: int, gather: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys/values at slots `gather` [B, L]: two [B, L, kv_heads, head_dim] tensors."""
-        return self.k[layer][gather], self.v[layer][gather]
+        """Keys/values at slots `gather` [B, L]: two [B, L, kv_heads, head_dim] tensors.
+
+        `index_select` on the flat slots, not `k[gather]`: advanced indexing with a 2-D
+        index was 5x slower on CPU (16 x 80 slots: 455 vs 91 us a layer, one thread),
+        a tenth of a batch-16 decode step."""
+        flat = gather.reshape(-1)
+        shape = (*gather.shape, *self.k[layer].shape[1:])
+        k = self.k[layer].index_select(0, flat).view(shape)
+        return k, self.v[layer].index_select(0, flat).view(shape)
 
     def clear(self) -> None:
         """Zero every block (debugging and tests; correctness never depends on it)."""

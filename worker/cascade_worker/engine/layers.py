@@ -67,6 +67,7 @@ class AttentionGroup:
     query to the longest chunk: a 180-token prefill beside 31 decodes cost 32 prefills."""
 
     tokens: torch.Tensor  # [n] flat index of each real query, in padded row order
+    valid_rows: torch.Tensor  # [n] index of each real query in the flattened [b * Qmax]
     gather: torch.Tensor  # [b, Lmax] cache slots of each sequence's context
     q_index: torch.Tensor  # [b, Qmax] flat token index of each padded query
     q_valid: torch.Tensor  # [b, Qmax] which padded queries are real
@@ -90,6 +91,7 @@ class AttentionGroup:
         q_index = torch.where(q_valid, offsets[:, None] + i[None, :], 0)
         return cls(
             tokens=q_index[q_valid],
+            valid_rows=torch.nonzero(q_valid.reshape(-1)).reshape(-1),
             gather=gather,
             q_index=q_index,
             q_valid=q_valid,
@@ -180,7 +182,11 @@ def attention(
     out = q.new_empty(q.shape[0], q.shape[1], q.shape[2])
     for g in meta.groups:
         k, v = read_kv(g.gather)
-        qp = q[g.q_index].transpose(1, 2)  # [b, H, Qmax, D]
+        b, qmax = g.q_index.shape
+        # index_select/index_copy_ with indices built once a step: a step's per-layer
+        # boolean and 2-D indexing cost more than the attention itself at decode sizes.
+        qp = q.index_select(0, g.q_index.reshape(-1)).view(b, qmax, *q.shape[1:])
+        qp = qp.transpose(1, 2)  # [b, H, Qmax, D]
         o = F.scaled_dot_product_attention(
             qp,
             k.transpose(1, 2),
@@ -188,5 +194,6 @@ def attention(
             attn_mask=g.mask(window),
             enable_gqa=q.shape[1] != k.shape[2],
         )
-        out[g.tokens] = o.transpose(1, 2)[g.q_valid]  # [n, H, D]
+        o = o.transpose(1, 2).reshape(b * qmax, *q.shape[1:])
+        out.index_copy_(0, g.tokens, o.index_select(0, g.valid_rows))  # [n, H, D]
     return out.reshape(q.shape[0], -1)

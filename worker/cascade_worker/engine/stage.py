@@ -10,7 +10,9 @@ processes only need the same `CacheConfig` as the scheduler that fills the table
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +31,15 @@ from cascade_worker.engine.layers import (
     swiglu,
 )
 from cascade_worker.engine.weights import StageWeights, load_stage_weights
+
+# attend(layer index within the stage, q [T, H, D], k, v [T, KVH, D]) -> [T, H * D]
+Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class CompiledRange(Protocol):
+    """The stage's whole range compiled (compiled.CompiledLayers): x, meta -> hidden."""
+
+    def __call__(self, x: torch.Tensor, meta: AttentionMeta) -> torch.Tensor: ...
 
 
 class StageModel:
@@ -60,6 +71,7 @@ class StageModel:
         )
         if self.cache.config != cache or len(self.cache.k) < self.end - self.start:
             raise ValueError("the KV cache given does not fit this stage")
+        self.compiled: CompiledRange | None = None  # set by compiled.compile_stage
 
     @classmethod
     def load(
@@ -94,25 +106,45 @@ class StageModel:
         self.weights.layers.extend(more.layers)
         self.weights.end = self.end = more.end
         self.weights.norm, self.weights.lm_head = more.norm, more.lm_head
+        self.compiled = None  # compiled for the old range
 
     @torch.inference_mode()
     def forward(self, batch: StageBatch, layers: tuple[int, int] | None = None) -> torch.Tensor:
         """Hidden states [T, hidden] out; or, for the last stage, float32 logits
         [B, vocab] of each sequence's last new token ([T, vocab] with all_logits).
         `layers`: only [a, b) of this stage's (cooperative execution moves the split
-        per batch); the embedding runs when a is 0, the norm and LM head when b is L."""
+        per batch); the embedding runs when a is 0, the norm and LM head when b is L.
+        The whole range runs compiled when `compiled` is set and takes the step."""
         c, w = self.config, self.weights
         lo, hi = layers or (self.start, self.end)
         if not self.start <= lo < hi <= self.end:
             raise ValueError(f"layers [{lo}, {hi}) outside this stage's [{self.start}, {self.end})")
         x = batch.input.to(self.device)
+        meta = AttentionMeta.build(batch, self.cache.config.block_size, self.device)
+        if self.compiled is not None and (lo, hi) == (self.start, self.end):
+            x = self.compiled(x, meta)
+        else:
+            x = self.run_layers(x, meta.positions, lo, hi, partial(self.attend, meta))
+        if hi != c.num_layers:
+            return x
+        assert w.norm is not None and w.lm_head is not None
+        if not batch.all_logits:
+            x = x.index_select(0, meta.last_index)
+        return F.linear(rms_norm(x, w.norm, c.rms_norm_eps), w.lm_head).float()
+
+    def run_layers(
+        self, x: torch.Tensor, positions: torch.Tensor, lo: int, hi: int, attend: Attend
+    ) -> torch.Tensor:
+        """The embedding (when `lo` is 0) and decoder layers [lo, hi) over token ids or
+        hidden states `x` at `positions`; `attend(layer, q, k, v)` does the paged part.
+        One body for the eager and the compiled path (compiled.py), so they cannot drift."""
+        c, w = self.config, self.weights
         if lo == 0:
             assert w.embed is not None
             x = F.embedding(x.long(), w.embed)
         else:
             x = x.to(self.dtype)
-        meta = AttentionMeta.build(batch, self.cache.config.block_size, self.device)
-        cos, sin = rope_cos_sin(meta.positions, c.head_dim, c.rope_theta, self.dtype)
+        cos, sin = rope_cos_sin(positions, c.head_dim, c.rope_theta, self.dtype)
         tokens = x.shape[0]
         for i in range(lo - self.start, hi - self.start):
             lw = w.layers[i]
@@ -121,13 +153,14 @@ class StageModel:
             k = F.linear(h, lw.k, lw.k_bias).view(tokens, c.kv_heads, c.head_dim)
             v = F.linear(h, lw.v, lw.v_bias).view(tokens, c.kv_heads, c.head_dim)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-            self.cache.write(i, meta.slots, k, v)
-            attn = attention(q, partial(self.cache.read, i), meta, c.layer_windows[self.start + i])
-            x = x + F.linear(attn, lw.o)
+            x = x + F.linear(attend(i, q, k, v), lw.o)
             x = x + swiglu(rms_norm(x, lw.post_norm, c.rms_norm_eps), lw.gate, lw.up, lw.down)
-        if hi != c.num_layers:
-            return x
-        assert w.norm is not None and w.lm_head is not None
-        if not batch.all_logits:
-            x = x[meta.last_index]
-        return F.linear(rms_norm(x, w.norm, c.rms_norm_eps), w.lm_head).float()
+        return x
+
+    def attend(
+        self, meta: AttentionMeta, i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> torch.Tensor:
+        """Layer i's new keys/values into the paged cache, then attention [T, H*D]."""
+        self.cache.write(i, meta.slots, k, v)
+        window = self.config.layer_windows[self.start + i]
+        return attention(q, partial(self.cache.read, i), meta, window)

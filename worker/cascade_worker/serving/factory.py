@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import torch
 
     from cascade_worker.blocks.store import BlockStore
+    from cascade_worker.engine.sizing import KvSizing
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,13 @@ class EngineOptions:
     prefill_budget: int | None = None  # prompt tokens one step prefills (chunked prefill)
     device: str | None = None  # e.g. "cuda:0", "cpu"
     dtype: str | None = None  # torch dtype name ("bfloat16"); None = the checkpoint's
+    # Start-up (engine/startup.py): torch.compile the layers; the KV cache's memory
+    # budget (CPU bytes; a GPU takes gpu_memory_utilization of the device); a recorded
+    # KV sizing to restore instead of profiling.
+    compile: bool | None = None
+    memory_budget_bytes: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_sizing: KvSizing | None = None
 
     def as_kwargs(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if v is not None}

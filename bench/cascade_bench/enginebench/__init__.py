@@ -1,0 +1,1 @@
+"""`cascade bench engine`: the engine eager vs compiled vs transformers, one process."""

@@ -1,0 +1,134 @@
+"""`cascade bench engine`: decode and prefill tokens/s of the engine, eager and
+compiled, beside transformers' `generate` on the same checkpoint, and what compiling
+costs at start-up (cold, warm cache, restored artifacts; compile_probe.py).
+
+One process, one thread by default (`--threads`), paths interleaved inside every round
+so drifting load hits them alike; medians over rounds. The compiled engines use the
+inductor cache the cold probe filled, so their in-process warm-up is not the figure:
+`compile_s` is. The document also carries the machine's load average before and after,
+to say how noisy the run was.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PATHS = ("eager", "compiled", "compiled_dynamic", "transformers")
+
+
+@dataclass(frozen=True)
+class EngineBenchConfig:
+    model_dir: Path
+    batches: tuple[int, ...] = (1, 4, 16)
+    prompts: tuple[int, ...] = (128, 512)
+    new_tokens: int = 64
+    rounds: int = 3
+    threads: int = 1
+    paths: tuple[str, ...] = PATHS
+    compile_times: bool = True
+
+
+def _engines(cfg: EngineBenchConfig, max_batch: int, max_tokens: int) -> dict[str, Any]:
+    from cascade_worker.engine.engine import LLMEngine
+
+    engines: dict[str, Any] = {}
+    for path in cfg.paths:
+        if path == "transformers":
+            import transformers
+
+            model: Any = transformers.AutoModelForCausalLM.from_pretrained(
+                cfg.model_dir, dtype="float32"
+            )
+            engines[path] = model.eval()
+            continue
+        engines[path] = LLMEngine.from_model_dir(
+            cfg.model_dir, max_batch=max_batch, prefill_budget=max(cfg.prompts),
+            compile=path != "eager", compile_max_tokens=max_tokens,
+            compile_dynamic=path == "compiled_dynamic",
+        )  # fmt: skip
+    return engines
+
+
+def _measure(path: str, engine: Any, phase: str, size: int, new: int, vocab: int) -> float:
+    from cascade_bench.enginebench import measure as m
+
+    if path == "transformers":
+        if phase == "decode":
+            return m.hf_decode(engine, size, new, vocab)
+        return m.hf_prefill(engine, size, vocab)
+    if phase == "decode":
+        return m.engine_decode(engine, size, new)
+    return m.engine_prefill(engine, size)
+
+
+def run(cfg: EngineBenchConfig, say: Callable[[str], None] = print) -> dict[str, Any]:
+    import torch
+
+    from cascade_bench.enginebench.compile_probe import probe_all
+
+    torch.set_num_threads(cfg.threads)
+    max_batch, max_tokens = max(cfg.batches), max(*cfg.batches, *cfg.prompts)
+    doc: dict[str, Any] = {"model_dir": str(cfg.model_dir), "threads": cfg.threads}
+    doc["loadavg_before"] = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="cascade-bench-engine-"))
+    if cfg.compile_times:
+        say(f"compile probes (cold, warm cache, restored artifacts) in {work} ...")
+        doc["compile_s"] = probe_all(cfg.model_dir, max_batch, max_tokens, work)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = doc["compile_s"]["cache_dir"]
+    say("building engines ...")
+    engines = _engines(cfg, max_batch, max_tokens)
+    vocab = next(e.config.vocab for p, e in engines.items() if p != "transformers")
+    cases = [("decode", b) for b in cfg.batches] + [("prefill", p) for p in cfg.prompts]
+    for path, engine in engines.items():  # one untimed pass: caches, allocator, graphs
+        for phase, size in cases:
+            _measure(path, engine, phase, size, 4, vocab)
+    samples: dict[tuple[str, str, int], list[float]] = {}
+    for r in range(cfg.rounds):
+        say(f"round {r + 1}/{cfg.rounds} (load {os.getloadavg()[0]:.2f})")
+        for phase, size in cases:
+            for path, engine in engines.items():
+                value = _measure(path, engine, phase, size, cfg.new_tokens, vocab)
+                samples.setdefault((path, phase, size), []).append(value)
+    doc["rows"] = [
+        {
+            "path": path,
+            "phase": phase,
+            "batch": size if phase == "decode" else 1,
+            "prompt": size if phase == "prefill" else 16,
+            "tokens_per_s": statistics.median(values),
+            "samples": values,
+        }
+        for (path, phase, size), values in samples.items()
+    ]
+    doc["loadavg_after"] = os.getloadavg()
+    return doc
+
+
+def table(doc: dict[str, Any]) -> str:
+    """phase/size rows, one tokens/s column per path, then the compile seconds."""
+    paths = list(dict.fromkeys(r["path"] for r in doc["rows"]))
+    keys = list(dict.fromkeys((r["phase"], r["batch"], r["prompt"]) for r in doc["rows"]))
+    value = {(r["path"], r["phase"], r["batch"], r["prompt"]): r for r in doc["rows"]}
+    lines = [f"{'phase':<8} {'batch':>5} {'prompt':>6} " + " ".join(f"{p:>16}" for p in paths)]
+    for phase, batch, prompt in keys:
+        cells = []
+        for p in paths:
+            row = value.get((p, phase, batch, prompt))
+            cells.append(f"{row['tokens_per_s']:>16.0f}" if row else f"{'-':>16}")
+        lines.append(f"{phase:<8} {batch:>5} {prompt:>6} " + " ".join(cells))
+    lines.append("tokens/s, median over rounds; " + f"{doc['threads']} thread(s), load "
+                 f"{doc['loadavg_before'][0]:.2f} -> {doc['loadavg_after'][0]:.2f}")  # fmt: skip
+    if "compile_s" in doc:
+        c = doc["compile_s"]
+        lines.append(
+            f"compile warm-up s: cold {c['cold']:.1f}, warm cache {c['warm_cache']:.1f}, "
+            f"restored artifacts {c['restored_artifacts']:.1f} "
+            f"(load {c['artifact_load_s']:.2f}, {c['artifact_bytes'] / 2**20:.1f} MiB)"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,71 @@
+"""`cascade bench engine`: the engine's eager and compiled paths vs transformers on one
+checkpoint, and the compiled path's start-up cost (issue 12). Registered by
+`bench.add_parser`; the work is in `cascade_bench.enginebench` (imported on run)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from cascade_cli.bench_json import subset, write_json
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from cascade_bench.enginebench.run import PATHS  # pure module, no torch at import
+
+    en = cmds.add_parser(
+        "engine",
+        help="engine eager vs compiled vs transformers: decode/prefill tokens/s, compile s",
+        description="On one checkpoint (--model-dir, or one made with --arch/--layers/"
+        "--hidden): decode tokens/s at each --batches and prefill tokens/s at each "
+        "--prompts for the engine eager, compiled (padded buckets), compiled with dynamic "
+        "shapes, and transformers' generate, paths interleaved per round, medians; then "
+        "the compile warm-up in fresh processes: cold, warm inductor cache, restored "
+        "cache artifacts. Prints a table; --json writes {rows, compile_s}.",
+    )
+    en.add_argument("--model-dir", type=Path, default=None, help="HF checkpoint to use")
+    en.add_argument("--arch", choices=("llama", "qwen2", "mistral"), default="llama")
+    en.add_argument("--layers", type=int, default=4)
+    en.add_argument("--hidden", type=int, default=512)
+    en.add_argument("--batches", type=_ints, default=(1, 4, 16), help="decode batch sizes")
+    en.add_argument("--prompts", type=_ints, default=(128, 512), help="prefill prompt tokens")
+    en.add_argument("--new-tokens", type=int, default=64, help="decoded tokens per sequence")
+    en.add_argument("--rounds", type=int, default=3)
+    en.add_argument("--threads", type=int, default=1, help="torch threads")
+    en.add_argument(
+        "--paths", type=lambda t: subset(t, PATHS, "paths"), default=PATHS,
+        help=f"subset of {','.join(PATHS)}",
+    )  # fmt: skip
+    en.add_argument("--no-compile-times", action="store_true", help="skip the probes")
+    en.add_argument("--json", type=Path, default=None, metavar="OUT.json")
+    en.set_defaults(func=_engine)
+
+
+def _engine(args: argparse.Namespace) -> int:
+    from cascade_bench.enginebench.run import EngineBenchConfig, run, table
+
+    if args.rounds < 1 or args.new_tokens < 2:
+        raise ValueError("--rounds must be >= 1 and --new-tokens >= 2")
+    model_dir = args.model_dir
+    if model_dir is None:
+        from cascade_worker.model.checkpoint import write_checkpoint
+        from cascade_worker.model.spec import ModelSpec
+
+        model_dir = Path(tempfile.mkdtemp(prefix="cascade-bench-model-"))
+        spec = ModelSpec(arch=args.arch, layers=args.layers, hidden=args.hidden)
+        write_checkpoint(model_dir, spec)
+    cfg = EngineBenchConfig(
+        model_dir=model_dir, batches=args.batches, prompts=args.prompts,
+        new_tokens=args.new_tokens, rounds=args.rounds, threads=args.threads,
+        paths=args.paths, compile_times=not args.no_compile_times,
+    )  # fmt: skip
+    doc = run(cfg, say=lambda line: print(line, file=sys.stderr))
+    print(table(doc))
+    write_json(args.json, doc)
+    return 0

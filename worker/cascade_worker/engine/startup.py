@@ -1,0 +1,105 @@
+"""A one-process engine's start-up work: load the stages, size the KV cache, compile.
+
+Each piece is either done here or restored from what an earlier start recorded, which
+is how a cold start gets cheap (Medusa's materialization): a given `KvSizing` skips the
+profiling step, and compiled graphs come from torch's caches (or artifacts loaded with
+`torch.compiler.load_cache_artifacts`) instead of a fresh compile. `StartupReport` says
+what this start did and what each part cost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from cascade_worker.blocks.store import BlockStore
+from cascade_worker.engine.config import ModelConfig
+from cascade_worker.engine.executor import LocalExecutor
+from cascade_worker.engine.kv_blocks import CacheConfig
+from cascade_worker.engine.kv_profile import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    profile_kv,
+    profiling_cache,
+)
+from cascade_worker.engine.sizing import KvSizing, cache_config
+from cascade_worker.engine.stage import StageModel
+
+
+@dataclass(frozen=True)
+class StartupOptions:
+    """The start-up knobs of `LLMEngine.from_store` (None: the default way)."""
+
+    block_size: int
+    kv_cache_tokens: int | None = None  # explicit size: no profile, no budget
+    kv_sizing: KvSizing | None = None  # a recorded profile result: restored, not measured
+    memory_budget_bytes: int | None = None  # CPU: the budget (default: today's KV cap)
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    # torch.compile the layer range for steps of up to compile_max_tokens (default
+    # max_batch: the decode steps, where compiling pays on accelerators)
+    compile: bool = False
+    compile_max_tokens: int | None = None
+    compile_dynamic: bool = False  # one symbolic-size graph instead of padded buckets
+    compile_backend: str = "inductor"
+
+
+@dataclass(frozen=True)
+class StartupReport:
+    kv_sizing: KvSizing | None  # None when kv_cache_tokens was given
+    load_s: float
+    compile_s: float | None  # warm-up (graph compile or cache restore); None: eager
+
+
+def build_local(
+    store: BlockStore,
+    config: ModelConfig,
+    opts: StartupOptions,
+    *,
+    max_batch: int,
+    max_model_len: int,
+    prefill_budget: int,
+    device: torch.device | str,
+    dtype: torch.dtype | None,
+    cuts: Sequence[int],
+) -> tuple[LocalExecutor, StartupReport]:
+    began = time.perf_counter()
+    sizing = opts.kv_sizing
+    cache: CacheConfig
+    if sizing is not None:
+        cache = sizing.cache()
+    elif opts.kv_cache_tokens is not None:
+        cache = cache_config(
+            config, max_batch=max_batch, max_model_len=max_model_len,
+            block_size=opts.block_size, kv_cache_tokens=opts.kv_cache_tokens,
+            device=device, dtype=dtype,
+        )  # fmt: skip
+    else:
+        cache = profiling_cache(max_model_len, opts.block_size)
+    executor = LocalExecutor.load(store, config, cache, cuts=cuts, device=device, dtype=dtype)
+    if sizing is None and opts.kv_cache_tokens is None:
+        sizing = profile_kv(
+            executor.stages, max_batch=max_batch, max_model_len=max_model_len,
+            prefill_budget=prefill_budget, budget_bytes=opts.memory_budget_bytes,
+            gpu_memory_utilization=opts.gpu_memory_utilization,
+        )  # fmt: skip
+        executor = with_cache(executor, sizing.cache())
+    load_s = time.perf_counter() - began
+    compile_s = None
+    if opts.compile:
+        from cascade_worker.engine.compiled import compile_stage
+
+        limit = opts.compile_max_tokens or max_batch
+        compile_s = sum(
+            compile_stage(s, limit, dynamic=opts.compile_dynamic, backend=opts.compile_backend)
+            for s in executor.stages
+        )
+    return executor, StartupReport(sizing, load_s, compile_s)
+
+
+def with_cache(executor: LocalExecutor, cache: CacheConfig) -> LocalExecutor:
+    """The same weights over fresh KV caches of another geometry (the profile's)."""
+    parts = [(s.config, s.weights, s.device) for s in executor.stages]
+    executor.stages.clear()  # the profiling caches go before the real ones are made
+    return LocalExecutor([StageModel(c, w, cache, d) for c, w, d in parts])
