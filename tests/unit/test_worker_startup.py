@@ -53,3 +53,21 @@ def test_weights_come_from_host_only_when_every_source_is_a_host_copy() -> None:
     assert weights_from(Req(SourceTier.HOST, SourceTier.HOST)) == WeightsFrom.HOST  # type: ignore[arg-type]
     assert weights_from(Req(SourceTier.HOST, SourceTier.GPU)) == WeightsFrom.PEER  # type: ignore[arg-type]
     assert weights_from(Req()) == WeightsFrom.PEER  # type: ignore[arg-type]
+
+
+def test_the_engine_build_splits_as_the_engine_reports_it() -> None:
+    class Report:
+        kv_s, compile_s = 0.4, 2.0
+
+    class Core:
+        startup = Report()
+
+    s = Startup(CollectorRegistry())
+    s.engine(Core(), 3.0)
+    stages = s.info.stages
+    assert stages[StartupStage.KV_SIZING] == 0.4 and stages[StartupStage.WARMUP] == 2.0
+    assert stages[StartupStage.ENGINE_INIT] == 0.6
+    plain = Startup(CollectorRegistry())
+    plain.engine(object(), 1.5)  # an engine that reports nothing: all of it is engine_init
+    assert plain.info.stages[StartupStage.ENGINE_INIT] == 1.5
+    assert StartupStage.KV_SIZING not in plain.info.stages

@@ -75,6 +75,17 @@ class Startup:
         self.info.weights_from, self.info.weights_bytes = source, nbytes
         self.record(StartupStage.WEIGHTS, seconds)
 
+    def engine(self, core: object, seconds: float) -> None:
+        """The engine's build, split as the engine reports it (engine/startup.py's
+        StartupReport, when it has one): KV sizing, compile warm-up, the rest."""
+        report = getattr(core, "startup", None)
+        kv_s = float(getattr(report, "kv_s", 0.0) or 0.0)
+        warm_s = float(getattr(report, "compile_s", 0.0) or 0.0)
+        if report is not None:
+            self.record(StartupStage.KV_SIZING, kv_s)
+            self.record(StartupStage.WARMUP, warm_s)
+        self.record(StartupStage.ENGINE_INIT, seconds - kv_s - warm_s)
+
     def ready(self) -> None:
         if self.info.ready_at is None:
             self.info.ready_at = time.time()

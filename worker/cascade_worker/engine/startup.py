@@ -50,6 +50,7 @@ class StartupReport:
     kv_sizing: KvSizing | None  # None when kv_cache_tokens was given
     load_s: float
     compile_s: float | None  # warm-up (graph compile or cache restore); None: eager
+    kv_s: float = 0.0  # this start's KV profiling (0: restored or given), part of load_s
 
 
 def build_local(
@@ -78,13 +79,16 @@ def build_local(
     else:
         cache = profiling_cache(max_model_len, opts.block_size)
     executor = LocalExecutor.load(store, config, cache, cuts=cuts, device=device, dtype=dtype)
+    kv_s = 0.0
     if sizing is None and opts.kv_cache_tokens is None:
+        profiling = time.perf_counter()
         sizing = profile_kv(
             executor.stages, max_batch=max_batch, max_model_len=max_model_len,
             prefill_budget=prefill_budget, budget_bytes=opts.memory_budget_bytes,
             gpu_memory_utilization=opts.gpu_memory_utilization,
         )  # fmt: skip
         executor = with_cache(executor, sizing.cache())
+        kv_s = time.perf_counter() - profiling
     load_s = time.perf_counter() - began
     compile_s = None
     if opts.compile:
@@ -95,7 +99,7 @@ def build_local(
             compile_stage(s, limit, dynamic=opts.compile_dynamic, backend=opts.compile_backend)
             for s in executor.stages
         )
-    return executor, StartupReport(sizing, load_s, compile_s)
+    return executor, StartupReport(sizing, load_s, compile_s, kv_s)
 
 
 def with_cache(executor: LocalExecutor, cache: CacheConfig) -> LocalExecutor:

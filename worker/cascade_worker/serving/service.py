@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cascade_protocol.load import LoadReport
-from cascade_protocol.status import EnginePhase, StartupStage, WorkerPhase
+from cascade_protocol.status import EnginePhase, WorkerPhase
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control_errors import RequestError
 from cascade_worker.control_state import WorkerState
@@ -151,7 +151,7 @@ class Serving:
         began = time.monotonic()
         try:
             core, head = await asyncio.to_thread(build)
-            self.startup.record(StartupStage.ENGINE_INIT, time.monotonic() - began)
+            self.startup.engine(core, time.monotonic() - began)
             engine = AsyncEngine(core, queue_limit=self.config.queue_limit, metrics=self.metrics)
             engine.health = head.broken if head is not None else None
             engine.hand_back_failures = head is not None
