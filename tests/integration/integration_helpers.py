@@ -47,6 +47,17 @@ def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read() or b"null")
 
 
+def small_model(out: Path) -> Path:
+    """A 4-layer x 64-hidden checkpoint of a test's own at `out` (`cascade model init`)."""
+    subprocess.run(
+        [str(BIN / "cascade"), "model", "init", str(out), "--layers", "4", "--hidden", "64"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return out
+
+
 def generated(url: str, body: dict[str, Any]) -> list[int]:
     """Token ids of one worker /v1/generate stream (NDJSON chunks)."""
     req = urllib.request.Request(

@@ -14,14 +14,19 @@ re-created from storage.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from integration_helpers import BIN, Namespace, generated, model_deployment, namespace_with_operator
+from integration_helpers import (
+    Namespace,
+    generated,
+    model_deployment,
+    namespace_with_operator,
+    small_model,
+)
 
 from cascade_api.constants import WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
@@ -76,13 +81,7 @@ def test_host_copies_serve_scale_from_zero_and_survive_losses(
     cluster: Namespace, tmp_path: Path
 ) -> None:
     ns = cluster
-    model = tmp_path / "tiny"
-    subprocess.run(
-        [str(BIN / "cascade"), "model", "init", str(model), "--layers", "4", "--hidden", "64"],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    model = small_model(tmp_path / "tiny")
     manifest = model_deployment(MD, 1, model=model, hostCopies=2, scaling={"minReplicas": 0})
     ns.kubectl("apply", "--validate=false", "-f", "-", stdin=yaml.safe_dump(manifest))
     wait_for("1 instance Ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)

@@ -9,13 +9,11 @@ and block checksums, and once serving again generate pod 0's greedy tokens.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from integration_helpers import Namespace, generated, http, namespace_with_operator
+from integration_helpers import Namespace, generated, http, namespace_with_operator, small_model
 
 from cascade_api.constants import WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
@@ -23,7 +21,6 @@ from cascade_dev.testing import DevCluster, wait_for
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 MD = "fetcher"
 
 
@@ -34,13 +31,7 @@ def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
 
 
 def test_pod_fetches_model_from_peer_pod(cluster: Namespace, tmp_path: Path) -> None:
-    model = tmp_path / "tiny"
-    subprocess.run(
-        [str(BIN / "cascade"), "model", "init", str(model), "--layers", "4", "--hidden", "64"],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    model = small_model(tmp_path / "tiny")
     cluster.apply_model(MD, 2, model)
     wait_for("2 worker pods Ready", lambda: len(cluster.ready_pods(MD)) == 2, timeout=180)
     src, dst = cluster.ready_pods(MD)
