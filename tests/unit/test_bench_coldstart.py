@@ -29,7 +29,7 @@ def row(ttft: float, **stages: float) -> dict[str, Any]:
 def test_goals_read_the_rows() -> None:
     rows = {
         "zero_to_one": {
-            "storage": row(20.0, weights=12.0, engine_init=2.0),
+            "storage": row(20.0, engine_init=2.0, weights=12.0),
             "storage_materialized": {"skipped": "not built"},
             "pool": row(6.0, weights=1.5, engine_init=2.0),
         }
@@ -44,4 +44,4 @@ def test_goals_read_the_rows() -> None:
     assert off["goals"][2]["holds"] is False
     text = report.table(doc)
     assert "storage_materialized: skipped: not built" in text and "goal PASS" in text
-    assert report.stage_names(doc) == ["weights", "engine_init"]
+    assert report.stage_names(doc) == ["weights", "engine_init"]  # start-up order

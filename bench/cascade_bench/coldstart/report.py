@@ -85,12 +85,20 @@ def document(
     return doc
 
 
+# Start-up order; `other` is what no stage covers: the operator noticing the scale,
+# creating the pod and the plan, its orders, the readiness probe's period.
+ORDER = (
+    "scheduled", "process", "imports", "weights", "kv_sizing", "engine_init", "warmup",
+    "first_token", "other",
+)  # fmt: skip
+
+
 def stage_names(doc: Mapping[str, Any]) -> list[str]:
-    seen: list[str] = []
+    seen: set[str] = set()
     for case in CASES:
         for row in (doc["modes"] if case == "zero_to_one" else doc["one_to_two"]).values():
-            seen += [s for s in row.get("stages") or {} if s not in seen]
-    return seen
+            seen |= set(row.get("stages") or {})
+    return [s for s in ORDER if s in seen] + sorted(seen - set(ORDER))
 
 
 def table(doc: Mapping[str, Any]) -> str:

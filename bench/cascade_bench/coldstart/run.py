@@ -124,6 +124,7 @@ def one(
 
     info = _wait(f"{run}: {name}'s start-up in status", startup, 30.0)
     stages = dict(info.get("stages") or {}) | {"first_token": round(token_s, 4)}
+    stages["other"] = round(max(ready_s + token_s - sum(stages.values()), 0.0), 4)
     return {
         "pod": name,
         "to_first_token_s": ready_s + token_s,
