@@ -122,7 +122,7 @@ def table(doc: Mapping[str, Any]) -> str:
                 + [f"{stages[s]:.2f}" if s in stages else "-" for s in names]
             )
         lines.append(f"{case.replace('_', ' ')}:")
-        lines.append(format_rows([["mode", "to first token s", "weights", *names], *out]))
+        lines.append(format_rows([["mode", "to first token s", "from", *names], *out]))
     lines += sorted(set(notes))
     for g in doc["goals"]:
         verdict = {True: "PASS", False: "FAIL", None: "n/a"}[g["holds"]]

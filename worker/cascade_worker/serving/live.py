@@ -151,7 +151,9 @@ class LiveScaleUp:
     async def _head(self, seat: Seat, covered_at: float) -> None:
         serving, preparing = self.serving, self.preparing
         ready = await preparing if preparing is not None else None
-        if ready is None:
+        if ready is None or self._own_complete():
+            # Complete before it could head (a fast transfer): `_alone` detaches the
+            # prepared stages and serves alone; a head started now would find them gone.
             return
         store = serving.claim(seat.layers)
         started = time.time()
