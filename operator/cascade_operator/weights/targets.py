@@ -141,9 +141,10 @@ def make_plan(
         k=spec.multicast.k if strategy == PlanStrategy.BINOMIAL else None,
         source_stages=spec.live_scaling.enabled,
         cooperative=spec.live_scaling.cooperating,
-        # Live: chains from several sources carry the blocks in shifted orders, so their
+        # Live with several sources: their chains carry the blocks in shifted orders, so
         # receivers hold different layers early and cover the model together (λScale).
-        shift=spec.live_scaling.enabled,
+        # From one source the chains stay in order: a source closes the pipeline.
+        shift=spec.live_scaling.enabled and len(pool.sources) > 1,
     )
     try:
         return plan(request, send_capped(topo, spec.multicast.rate_mbit))
