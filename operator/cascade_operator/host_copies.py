@@ -24,6 +24,7 @@ from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_operator.builders import component_selector, process_pod, selector_labels
 from cascade_operator.config import OperatorConfig
 from cascade_operator.events import EventNote
+from cascade_operator.instances import free_indices
 from cascade_operator.observed import MdRef, PodView
 
 Manifest = dict[str, Any]
@@ -76,8 +77,7 @@ def decide_host_copies(
     failed = [p for p in alive if p.failed]
     healthy = sorted((p for p in alive if not p.failed), key=lambda p: p.index)
     want = spec.host_copies
-    used = {p.index for p in pods}
-    free = [i for i in range(want + len(used)) if i not in used][: max(want - len(healthy), 0)]
+    free = free_indices(pods, max(want - len(healthy), 0))
     create = [host_copy_pod(ref, spec, i, cfg) for i in free]
     surplus = healthy[want:] if len(healthy) > want else []
     events: list[EventNote] = []

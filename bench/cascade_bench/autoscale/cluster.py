@@ -158,7 +158,7 @@ class Bench:
         for p in pods:
             if p.metadata.deletion_timestamp:
                 terminating += 1
-            elif _ready(p):
+            elif pod_ready(p):
                 ready += 1
                 names.append(p.metadata.uid)
             else:
@@ -169,7 +169,7 @@ class Bench:
 
     def gateway_url(self, run: str) -> str | None:
         for p in self._pods(run, c.COMPONENT_GATEWAY):
-            if _ready(p) and p.status.pod_ip and not p.metadata.deletion_timestamp:
+            if pod_ready(p) and p.status.pod_ip and not p.metadata.deletion_timestamp:
                 return f"http://{p.status.pod_ip}:{c.GATEWAY_PORT}"
         return None
 
@@ -187,7 +187,7 @@ class Bench:
             time.sleep(1.0)
 
 
-def _ready(pod: Any) -> bool:
+def pod_ready(pod: Any) -> bool:
     conds = pod.status.conditions or []
     return any(k.type == "Ready" and k.status == "True" for k in conds)
 

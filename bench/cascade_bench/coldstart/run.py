@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_api import constants as c
-from cascade_bench.autoscale.cluster import Bench, bench_namespace, dev_cluster
+from cascade_bench.autoscale.cluster import Bench, bench_namespace, dev_cluster, pod_ready
 from cascade_bench.autoscale.manifest import body, md_name
 from cascade_bench.burst.probes import worker_pods
 from cascade_bench.coldstart import modes, report
@@ -63,9 +63,7 @@ def _md(b: Bench, run: str) -> dict[str, Any]:
 
 def _ready_new(b: Bench, run: str, before: set[str]) -> Any | None:
     for pod in worker_pods(b, run):
-        conds = pod.status.conditions or []
-        ok = any(k.type == "Ready" and k.status == "True" for k in conds)
-        if pod.metadata.name not in before and ok and pod.status.pod_ip:
+        if pod.metadata.name not in before and pod_ready(pod) and pod.status.pod_ip:
             return pod
     return None
 
