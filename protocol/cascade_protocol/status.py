@@ -16,6 +16,8 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from cascade_protocol.materialize import MaterializationInfo
+
 STATUS_PATH = "/v1/status"
 
 
@@ -64,6 +66,7 @@ class WorkerRole(StrEnum):
 
     INSTANCE = "instance"  # serves the model (an engine, a pipeline stage)
     HOST_COPY = "host-copy"  # only holds the model's blocks in host memory and sends them
+    MATERIALIZE = "materialize"  # a profile Job: records start-up state once and exits
 
 
 class TransferRole(StrEnum):
@@ -186,6 +189,7 @@ class WorkerStatus(Report):
     stage: StageInfo | None = None  # set while serving as a pipeline stage
     mode: ServingMode = ServingMode.IDLE
     startup: StartupInfo | None = None
+    materialization: MaterializationInfo | None = None  # the engine start's, when enabled
 
     @property
     def holds_model(self) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cascade_api.constants import DATA_PORT, PIPELINE_PORT, WORKER_PORT
-from cascade_api.modeldeployment import BatchSlo, Dtype, InteractiveSlo
+from cascade_api.modeldeployment import Dtype
 from cascade_protocol.cli_args import (
     add_serving_args,
     int_at_least,
@@ -24,17 +24,18 @@ from cascade_protocol.cli_args import (
     parse_seconds,
 )
 from cascade_protocol.status import WorkerRole
+from cascade_worker.config_batch import (
+    DEFAULT_ADAPTIVE_BATCH_TICK_SECONDS,
+    DEFAULT_BATCH_ITL_SLO_MS,
+    DEFAULT_INTERACTIVE_ITL_SLO_MS,
+    add_batch_control_args,
+)
 
 # Blocks a model is cut into when a load request names no count.
 DEFAULT_BLOCKS = 4
 # How long in-flight generations may take to finish at shutdown or on a drain request,
 # after the readiness grace; with the default grace it fits a 30 s termination grace.
 DEFAULT_REQUEST_DRAIN_SECONDS = 20.0
-# The local autoscaler (serving/batch_control.py): its tick, and the ITL SLOs it steers
-# by when the operator passes none (the ModelDeployment's own defaults).
-DEFAULT_ADAPTIVE_BATCH_TICK_SECONDS = 0.5
-DEFAULT_INTERACTIVE_ITL_SLO_MS = InteractiveSlo().itl_ms
-DEFAULT_BATCH_ITL_SLO_MS = BatchSlo().itl_ms
 
 
 @dataclass(frozen=True)
@@ -98,20 +99,18 @@ class WorkerConfig:
     # the classes running). From the ModelDeployment's spec.slo.
     interactive_itl_slo_ms: int = DEFAULT_INTERACTIVE_ITL_SLO_MS
     batch_itl_slo_ms: int = DEFAULT_BATCH_ITL_SLO_MS
+    # Restore materialized start-up state offered with the weights, and carry it
+    # ($CASCADE_MATERIALIZATION, the ModelDeployment's materialization.enabled).
+    materialization: bool = False
+    # torch.compile the engine's layers ($CASCADE_COMPILE; off: eager, faster on CPU).
+    compile: bool = False
+    # A profile Job's run ($CASCADE_ROLE=materialize): profile once, write, exit.
+    materialize_once: bool = False
 
 
 parse_blocks = int_at_least(1, "block count")
 parse_count = int_at_least(1, "count")  # batch size, context length
 parse_limit = int_at_least(0, "limit")  # 0 = no limit
-parse_ms = int_at_least(1, "number of milliseconds")
-
-
-def parse_tick(value: str) -> float:
-    """argparse type for a tick period: seconds, more than zero."""
-    seconds = parse_seconds(value)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {seconds}")
-    return seconds
 
 
 def parse_dtype(value: str) -> str:
@@ -145,7 +144,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "--role",
         choices=[str(r) for r in WorkerRole],
         default=env.get("CASCADE_ROLE") or str(WorkerRole.INSTANCE),
-        help="instance (serves) or host-copy (holds and sends the model's blocks only; "
+        help="instance (serves), host-copy (holds and sends the model's blocks only) or "
+        "materialize (a profile Job: records start-up state beside the weights, exits; "
         "env CASCADE_ROLE)",
     )
     parser.add_argument(
@@ -214,6 +214,14 @@ def add_engine_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> 
         "default auto: the checkpoint's)",
     )
     add_batch_control_args(parser, env)
+    for flag, var, what in (
+        ("materialization", "CASCADE_MATERIALIZATION", "restore materialized start-up state"),
+        ("compile", "CASCADE_COMPILE", "torch.compile the engine's layers"),
+    ):
+        parser.add_argument(
+            f"--{flag}", type=parse_flag, default=env.get(var) or "off", metavar="on|off",
+            help=f"{what} (env {var}, default off)",
+        )  # fmt: skip
     parser.add_argument(
         "--request-drain-seconds",
         type=parse_seconds,
@@ -221,37 +229,6 @@ def add_engine_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> 
         help="wait for in-flight generations at shutdown before aborting them "
         f"(env CASCADE_REQUEST_DRAIN_SECONDS, default {DEFAULT_REQUEST_DRAIN_SECONDS})",
     )
-
-
-def add_batch_control_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
-    """The local autoscaler's flags (Chiron Algorithm 1: the batch cap follows the SLOs)."""
-    parser.add_argument(
-        "--adaptive-batch",
-        type=parse_flag,
-        default=env.get("CASCADE_ADAPTIVE_BATCH") or "off",
-        metavar="on|off",
-        help="move the batch cap within [1, --max-batch] by ITL and throughput "
-        "backpressure (env CASCADE_ADAPTIVE_BATCH, default off)",
-    )
-    tick = DEFAULT_ADAPTIVE_BATCH_TICK_SECONDS
-    parser.add_argument(
-        "--adaptive-batch-tick-seconds",
-        type=parse_tick,
-        default=env.get("CASCADE_ADAPTIVE_BATCH_TICK_SECONDS") or str(tick),
-        help=f"the local autoscaler's window (env CASCADE_ADAPTIVE_BATCH_TICK_SECONDS, "
-        f"default {tick})",
-    )
-    for name, default in (
-        ("interactive", DEFAULT_INTERACTIVE_ITL_SLO_MS),
-        ("batch", DEFAULT_BATCH_ITL_SLO_MS),
-    ):
-        var = f"CASCADE_{name.upper()}_ITL_SLO_MS"
-        parser.add_argument(
-            f"--{name}-itl-slo-ms",
-            type=parse_ms,
-            default=env.get(var) or str(default),
-            help=f"inter-token latency SLO of {name} requests, ms (env {var}, default {default})",
-        )
 
 
 def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
@@ -266,8 +243,10 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
             serve = False if await_weights else parse_flag(raw_serve)
         except argparse.ArgumentTypeError as exc:
             parser.error(f"CASCADE_SERVE: {exc}")
-    if args.role == WorkerRole.HOST_COPY and (serve or await_weights):
-        parser.error("a host copy runs no engine: leave --serve-on-start and CASCADE_SERVE unset")
+    if args.role != WorkerRole.INSTANCE and (serve or await_weights):
+        parser.error(
+            f"a {args.role} runs no engine: leave --serve-on-start and CASCADE_SERVE unset"
+        )
     return WorkerConfig(
         host=args.host,
         port=args.port,
@@ -295,4 +274,7 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         adaptive_batch_tick_seconds=args.adaptive_batch_tick_seconds,
         interactive_itl_slo_ms=args.interactive_itl_slo_ms,
         batch_itl_slo_ms=args.batch_itl_slo_ms,
+        materialization=args.materialization,
+        compile=args.compile,
+        materialize_once=args.role == WorkerRole.MATERIALIZE,
     )

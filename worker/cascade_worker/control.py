@@ -34,6 +34,7 @@ from cascade_protocol.status import (
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control_errors import RequestError, parse_body
 from cascade_worker.control_state import WorkerState
+from cascade_worker.materialized import read_artifacts
 from cascade_worker.startup import Startup
 
 if TYPE_CHECKING:
@@ -131,6 +132,8 @@ async def run_load(ctl: Control, path: Path, blocks: int) -> None:
         ctl.state.release(f"load {path}: {exc}")
         return
     ctl.startup.weights(WeightsFrom.STORAGE, store.held_bytes(), time.monotonic() - began)
+    if ctl.config.materialization:  # offered to the engine start, sent with the blocks
+        store.materialized = await asyncio.to_thread(read_artifacts, path)
     ctl.state.store = store
     read = store.storage_read
     if read is not None:

@@ -137,7 +137,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.deployment or "-",
         config.model_uri or "-",
     )
+    if config.materialize_once:
+        return materialize(config)
     asyncio.run(run(config))
+    return 0
+
+
+def materialize(config: WorkerConfig) -> int:
+    """A profile Job's run: record this deployment's start-up state beside the weights
+    (materialized.profile_once) with the engine options a serving worker would use."""
+    from cascade_worker.materialized import profile_once
+    from cascade_worker.serving.factory import engine_options
+
+    if not config.model_path:
+        log.error("materialize: $CASCADE_MODEL_PATH is empty")
+        return 2
+    try:
+        profile_once(config.model_path, config.blocks, engine_options(config), config.pod_name)
+    except Exception:
+        log.exception("materialize %s failed", config.model_path)
+        return 1
     return 0
 
 

@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -35,6 +36,9 @@ from cascade_worker.blocks.manifest import ModelManifest, checksum
 from cascade_worker.blocks.pacing import StorageRead
 from cascade_worker.blocks.pack import pack_model, unpack_block
 from cascade_worker.blocks.safetensors_io import write_safetensors
+
+if TYPE_CHECKING:
+    from cascade_protocol.materialize import MaterializedState
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +95,9 @@ class BlockStore:
         # block index -> time.monotonic() when it was installed (the executor's report).
         self.installed_at: dict[int, float] = {}
         self.storage_read: StorageRead | None = None  # set when packed from a checkpoint
+        # Materialized start-up state offered with these weights (read beside them in
+        # storage, or received with the manifest); travels wherever the blocks are sent.
+        self.materialized: list[MaterializedState] = []
 
     @classmethod
     def from_model_dir(
@@ -135,6 +142,7 @@ class BlockStore:
         self._callbacks = []
         self.installed_at = {}
         self.storage_read = None
+        self.materialized = []
 
     @property
     def model_digest(self) -> str:

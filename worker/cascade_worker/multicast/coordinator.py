@@ -73,7 +73,9 @@ class Coordinator:
             )
         try:
             if hello.want_manifest:
-                await ep.send_frame(Manifest(manifest=store.manifest))
+                await ep.send_frame(
+                    Manifest(manifest=store.manifest, materialized=store.materialized)
+                )
             frame = await ep.recv_frame()
             if not isinstance(frame, Ready):
                 raise FrameError(f"expected ready from {node}, got {frame.kind!r}")

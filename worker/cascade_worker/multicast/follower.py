@@ -12,7 +12,6 @@ import asyncio
 import logging
 import time
 
-from cascade_worker.blocks.manifest import ModelManifest
 from cascade_worker.multicast.frames import Done, FrameT, Hello, Manifest, Ready, Start
 from cascade_worker.multicast.result import NodeResult
 from cascade_worker.transport.endpoint import Endpoint, TransportError
@@ -51,8 +50,9 @@ class LeaderLink:
                     raise
                 await asyncio.sleep(0.2)
 
-    async def hello(self, digest: str | None) -> ModelManifest | None:
-        """Introduce this node; without a digest (no store yet) the leader sends the manifest."""
+    async def hello(self, digest: str | None) -> Manifest | None:
+        """Introduce this node; without a digest (no store yet) the leader sends the
+        manifest (and the materialized state that goes with it)."""
         self._ep = await self._connect()
         want = digest is None
         await self._ep.send_frame(Hello(node=self.me, want_manifest=want, digest=digest))
@@ -61,7 +61,7 @@ class LeaderLink:
         frame = await self._ep.recv_frame(timeout=self.timeout_s)
         if not isinstance(frame, Manifest):
             raise FrameError(f"expected the manifest, got {frame.kind!r}")
-        return frame.manifest
+        return frame
 
     async def ready(self) -> None:
         """Say ready and wait for the common start."""

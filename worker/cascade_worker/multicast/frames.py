@@ -24,6 +24,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from cascade_protocol.materialize import MaterializedState
 from cascade_worker.blocks.manifest import ModelManifest
 from cascade_worker.transport.frames import FrameCodec
 
@@ -42,6 +43,9 @@ class Hello(_Frame):
 class Manifest(_Frame):
     kind: Literal["manifest"] = "manifest"
     manifest: ModelManifest
+    # The leader's materialized start-up state for this model: it travels with the
+    # weights, and each receiver checks its key before restoring it (materialized.py).
+    materialized: list[MaterializedState] = []
 
 
 class Ready(_Frame):

@@ -148,9 +148,11 @@ class MulticastNode:
     async def _follow(self, peers: Mapping[str, str]) -> NodeResult:
         opts, role = self.options, self.role
         link = LeaderLink(self.pool, peers[role.leader], self.me, opts.ready_timeout_s)
-        manifest = await link.hello(self.store.manifest.digest if self.store else None)
-        if manifest is not None:
-            self._adopt(BlockStore(manifest))
+        sent = await link.hello(self.store.manifest.digest if self.store else None)
+        if sent is not None:
+            store = BlockStore(sent.manifest)
+            store.materialized = list(sent.materialized)
+            self._adopt(store)
         await prewarm(self.pool, [peers[p] for p in role.contacts if p in peers], 5.0)
         fetcher = Fetcher(
             self.me,

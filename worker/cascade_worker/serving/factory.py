@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cascade_worker.config import WorkerConfig
 from cascade_worker.engine.protocol import EngineCore
 
 if TYPE_CHECKING:
@@ -37,9 +38,32 @@ class EngineOptions:
     memory_budget_bytes: int | None = None
     gpu_memory_utilization: float | None = None
     kv_sizing: KvSizing | None = None
+    compile_cache: bytes | None = None  # torch compiler cache artifacts to restore
 
     def as_kwargs(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if v is not None}
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """`LLMEngine.from_store`'s keyword arguments (the dtype as a torch dtype)."""
+        kwargs = self.as_kwargs()
+        if self.dtype is not None:
+            kwargs["dtype"] = torch_dtype(self.dtype)
+        return kwargs
+
+
+def engine_options(
+    config: WorkerConfig, max_batch: int | None = None, max_model_len: int | None = None
+) -> EngineOptions:
+    """Engine options: a request's values over the worker's flags (a profile Job
+    measures with the same ones, so its key is the serving start's)."""
+    return EngineOptions(
+        max_batch=max_batch or config.max_batch,
+        max_model_len=max_model_len or config.max_model_len,
+        prefill_budget=config.prefill_tokens_per_step,
+        device=config.device or None,
+        dtype=None if config.dtype in ("", "auto") else config.dtype,
+        compile=config.compile or None,
+    )
 
 
 # Called on a worker thread (building an engine copies weights to the device: slow).
@@ -60,10 +84,7 @@ def default_engine_factory(store: BlockStore, options: EngineOptions) -> EngineC
             f"cannot import the inference engine (cascade_worker.engine.engine): {exc}"
         ) from exc
     cpu_limit.apply()  # before the first kernel: threads sized to the CPU quota
-    kwargs = options.as_kwargs()
-    if options.dtype is not None:
-        kwargs["dtype"] = torch_dtype(options.dtype)
-    engine: EngineCore = LLMEngine.from_store(store, **kwargs)
+    engine: EngineCore = LLMEngine.from_store(store, **options.engine_kwargs())
     return engine
 
 

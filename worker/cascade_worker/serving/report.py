@@ -38,5 +38,6 @@ def serving_status(serving: Serving, status: WorkerStatus) -> WorkerStatus:
             "pipeline": serving.head.describe() if serving.head is not None else None,
             "stage": serving.stage.describe() if serving.stage is not None else None,
             "mode": serving_mode(serving),
+            "materialization": serving.restore.info if serving.restore is not None else None,
         }
     )

@@ -38,7 +38,12 @@ from cascade_worker.control_state import WorkerState
 from cascade_worker.engine.protocol import EngineCore
 from cascade_worker.serving.async_engine import AsyncEngine
 from cascade_worker.serving.batch_control import BatchControl
-from cascade_worker.serving.factory import EngineFactory, EngineOptions, default_engine_factory
+from cascade_worker.serving.factory import (
+    EngineFactory,
+    EngineOptions,
+    default_engine_factory,
+    engine_options,
+)
 from cascade_worker.serving.metrics import LoadNow, ServingMetrics
 from cascade_worker.serving.pipeline import (
     HeadRole,
@@ -49,6 +54,7 @@ from cascade_worker.serving.pipeline import (
     start_stage_server,
     switch_to_local,
 )
+from cascade_worker.serving.restore import Restore, restoring
 from cascade_worker.startup import Startup
 
 if TYPE_CHECKING:
@@ -82,19 +88,12 @@ class Serving:
         self.head: HeadRole | None = None  # the engine's pipeline, when it heads one
         self.stage: StageRole | None = None  # serving as a pipeline stage instead
         self.batch: BatchControl | None = None  # the local autoscaler (--adaptive-batch)
+        self.restore: Restore | None = None  # the last start's materialized state
         metrics.read_load_from(self.load_now)
 
-    def options(
-        self, max_batch: int | None = None, max_model_len: int | None = None
-    ) -> EngineOptions:
+    def options(self, max_batch: int | None = None, max_len: int | None = None) -> EngineOptions:
         """Engine options: a request's values over the worker's flags."""
-        return EngineOptions(
-            max_batch=max_batch or self.config.max_batch,
-            max_model_len=max_model_len or self.config.max_model_len,
-            prefill_budget=self.config.prefill_tokens_per_step,
-            device=self.config.device or None,
-            dtype=None if self.config.dtype in ("", "auto") else self.config.dtype,
-        )
+        return engine_options(self.config, max_batch, max_len)
 
     def _check_engine_free(self) -> None:
         if self.starting:
@@ -124,8 +123,10 @@ class Serving:
         return store
 
     async def start(self, store: BlockStore, options: EngineOptions) -> bool:
-        """Build and start the engine (after `claim`); failures land in status."""
-        return await self._start(store, lambda: (self.factory(store, options), None))
+        """Build and start the engine (after `claim`; restoring materialized state offered
+        with the store when its key is this start's); failures land in status."""
+        self.restore, build = restoring(self.factory, store, options, self.config.materialization)
+        return await self._start(store, build)
 
     async def start_head(
         self,
