@@ -201,3 +201,16 @@ def test_bad_storage_rates_are_usage_errors(
         load_config(argv, env)
     assert exc.value.code == 2
     assert "--storage-mbit" in capsys.readouterr().err
+
+
+def test_materialization_compile_and_the_profile_role_from_env() -> None:
+    config = load_config([], {})
+    assert not (config.materialization or config.compile or config.materialize_once)
+    env = {"CASCADE_MATERIALIZATION": "on", "CASCADE_COMPILE": "on", "CASCADE_ROLE": "materialize"}
+    config = load_config([], env)
+    assert config.materialization and config.compile and config.materialize_once
+    assert not config.host_copy
+    with pytest.raises(SystemExit):
+        load_config([], {"CASCADE_MATERIALIZATION": "maybe"})
+    with pytest.raises(SystemExit):  # a profile run serves nothing
+        load_config([], {"CASCADE_ROLE": "materialize", "CASCADE_SERVE": "1"})

@@ -70,6 +70,7 @@ def test_status_reports_identity_and_idle_phase() -> None:
         "pipeline": None,
         "stage": None,
         "mode": "idle",
+        "materialization": None,  # no engine start yet
     }
     # The shared model reads it back whole (the operator's side of the wire).
     got = WorkerStatus.model_validate_json(body)

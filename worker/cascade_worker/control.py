@@ -34,7 +34,7 @@ from cascade_protocol.status import (
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control_errors import RequestError, parse_body
 from cascade_worker.control_state import WorkerState
-from cascade_worker.materialized import read_artifacts
+from cascade_worker.materialized import offer_stored, read_artifacts
 from cascade_worker.startup import Startup
 
 if TYPE_CHECKING:
@@ -224,6 +224,8 @@ async def _run_transfer(ctl: Control, req: TransferRequest, store: BlockStore | 
     hooks = ctl.transfer_hooks(req) if ctl.transfer_hooks is not None else NodeHooks()
     try:
         node_class = await asyncio.to_thread(import_transfer_path)
+        if store is not None and ctl.config.materialization and ctl.config.model_path:
+            await asyncio.to_thread(offer_stored, store, ctl.config.model_path)
         node = node_class(
             req.plan, me, store, host=ctl.config.host, port=ctl.config.data_port,
             options=paced(ctl.options, req.send_bytes_per_s), on_result=hooks.on_result,

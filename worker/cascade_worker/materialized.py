@@ -31,6 +31,7 @@ from cascade_protocol.materialize import (
 )
 
 if TYPE_CHECKING:
+    from cascade_worker.blocks.store import BlockStore
     from cascade_worker.serving.factory import EngineOptions
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,15 @@ def write_artifact(model_dir: str | Path, state: MaterializedState) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def offer_stored(store: BlockStore, model_dir: str | Path) -> None:
+    """Add the artifacts recorded in storage since `store` was filled (a profile Job that
+    ended after this worker loaded, or a host copy filled from a peer) to what it sends:
+    a source reads the small artifact files, its targets get them in the manifest frame."""
+    have = {s.id for s in store.materialized}
+    new = [s for s in read_artifacts(model_dir) if s.id not in have]
+    store.materialized = [*store.materialized, *new]
 
 
 def choose(

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from cascade_protocol.materialize import MaterializationInfo, MaterializedState
-from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.protocol import EngineCore
 from cascade_worker.materialized import choose, saved
 from cascade_worker.serving.factory import EngineFactory, EngineOptions
+
+if TYPE_CHECKING:
+    from cascade_worker.blocks.store import BlockStore
 
 
 @dataclass
