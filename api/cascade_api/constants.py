@@ -61,3 +61,8 @@ LABEL_NVLINK_CLIQUE: Final = "nvidia.com/gpu.clique"
 LABEL_LEAF: Final = f"{GROUP}/leaf-switch"
 LABEL_NIC_IN_MBIT: Final = f"{GROUP}/nic-in-mbit"
 LABEL_NIC_OUT_MBIT: Final = f"{GROUP}/nic-out-mbit"
+
+# Dev cluster (cgroup v1): the node agent names the node's CPU-quota group's `tasks`
+# file here, and a worker's accelerator threads (engine step, pipeline stage compute)
+# write their thread ids into it; the rest of the worker runs on the host's cores.
+ACCELERATOR_TASKS_ENV: Final = "CASCADE_ACCELERATOR_TASKS"

@@ -45,6 +45,11 @@ V2_SUBTREE = "cgroup.subtree_control"
 V2_CONTROLLERS = "cgroup.controllers"
 # Pods that would not run on a GPU node's accelerator: never held to a node's quota.
 UNCONFINED_COMPONENTS = frozenset({"operator", c.COMPONENT_GATEWAY})
+ACCELERATOR_TASKS_ENV = c.ACCELERATOR_TASKS_ENV  # v1: where accelerator threads go
+V1_TASKS = "tasks"
+# Pods that run no accelerator work: nothing of theirs is held to the quota where
+# threads can be placed (a host copy holds blocks in host memory and sends them).
+HOST_ONLY_COMPONENTS = frozenset({c.COMPONENT_HOST_COPY})
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,24 @@ def confined(pod: Mapping[str, Any]) -> bool:
     """Whether a pod's processes belong in its node's group: all but the control plane."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
     return labels.get(c.LABEL_COMPONENT) not in UNCONFINED_COMPONENTS
+
+
+def threads_placed(flavour: str, pod: Mapping[str, Any]) -> bool:
+    """Whether the quota holds only a pod's accelerator threads instead of its processes.
+
+    The quota stands for the node's GPU. A worker's engine step and pipeline stage
+    compute run on it; receiving and forwarding blocks, HTTP and the pipeline's wire run
+    on the host's cores beside it. Confining the whole process charged the transport to
+    the "GPU": a source serving while it sends, or a target serving while it forwards,
+    moved blocks only when its engine left it CPU (bench burst run 2: live transfers took
+    18.0 s against 8.9 s). cgroup v1 places single threads (`tasks`), so there the worker's
+    compute threads put themselves in the group (`ACCELERATOR_TASKS_ENV`); v2 places a
+    thread apart from its process only in threaded subtrees, so there the whole process
+    is confined as before."""
+    if flavour != V1:
+        return False
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(c.LABEL_COMPONENT) in {c.COMPONENT_WORKER, *HOST_ONLY_COMPONENTS}
 
 
 def confined_from_ready(container: Mapping[str, Any]) -> bool:

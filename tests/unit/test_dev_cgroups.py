@@ -142,23 +142,48 @@ def test_release_gives_up_on_a_group_that_stays_busy(tmp_path: Path) -> None:
         cg.release("cascade-node-0", wait_s=0.1)
 
 
+def pod_of(component: str | None) -> dict[str, object]:
+    labels = {"app.kubernetes.io/component": component} if component else {}
+    return {"metadata": {"labels": labels}}
+
+
 def test_node_agent_applies_quotas_and_confines_only_node_work(tmp_path: Path) -> None:
     sysfs = v1_sysfs(tmp_path)
-    cg = make(sysfs, fake_proc(tmp_path, {10: 10, 20: 20, 30: 30}))
+    cg = make(sysfs, fake_proc(tmp_path, {10: 10, 20: 20, 30: 30, 40: 40, 50: 50}))
     cg.ensure("cascade-node-9", 0.5)  # a node an earlier, larger `up` had
     cpu = NodeCpu({"cascade-node-0": 0.25, "cascade-node-1": None}, cg)
     cpu.apply()
     assert cg.nodes() == ["cascade-node-0"]
-    worker = {"metadata": {"labels": {"app.kubernetes.io/component": "worker"}}}
-    gateway = {"metadata": {"labels": {"app.kubernetes.io/component": "gateway"}}}
-    cpu.confine("cascade-node-0", worker, 10)
+    job, gateway = pod_of("materialize"), pod_of("gateway")
+    worker, copy = pod_of("worker"), pod_of("host-copy")
+    cpu.confine("cascade-node-0", job, 10)
     cpu.confine("cascade-node-0", gateway, 20)
-    cpu.confine("cascade-node-1", worker, 30)  # no quota on that node
+    cpu.confine("cascade-node-1", job, 30)  # no quota on that node
+    # v1: a worker's accelerator threads place themselves; a host copy has none.
+    cpu.confine("cascade-node-0", worker, 40)
+    cpu.confine("cascade-node-0", copy, 50)
     assert cg.pids("cascade-node-0") == [10]
     # Pods the quota will hold size their thread pools to it from the start.
-    assert cpu.env("cascade-node-0", worker) == {"OMP_NUM_THREADS": "1"}
+    assert cpu.env("cascade-node-0", job) == {"OMP_NUM_THREADS": "1"}
+    tasks = str(sysfs / "cpu" / "cascade-dev" / "cascade-node-0" / "tasks")
+    assert cpu.env("cascade-node-0", worker) == {
+        "OMP_NUM_THREADS": "1",
+        "CASCADE_ACCELERATOR_TASKS": tasks,
+    }
+    assert "CASCADE_ACCELERATOR_TASKS" not in cpu.env("cascade-node-0", copy)
     assert cpu.env("cascade-node-0", gateway) == {}
     assert cpu.env("cascade-node-1", worker) == {}
+
+
+def test_on_v2_a_worker_is_confined_whole(tmp_path: Path) -> None:
+    """v2 places a thread apart from its process only in threaded subtrees: there the
+    node's quota holds the worker's whole process, as before."""
+    cg = make(v2_sysfs(tmp_path), fake_proc(tmp_path, {10: 10}))
+    cpu = NodeCpu({"cascade-node-0": 0.5}, cg)
+    cpu.apply()
+    cpu.confine("cascade-node-0", pod_of("worker"), 10)
+    assert cg.pids("cascade-node-0") == [10]
+    assert cpu.env("cascade-node-0", pod_of("worker")) == {"OMP_NUM_THREADS": "1"}
 
 
 def test_node_agent_without_a_controller_runs_pods_unconfined(

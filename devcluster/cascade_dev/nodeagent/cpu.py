@@ -21,8 +21,16 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from cascade_api import constants as c
 from cascade_dev.cgroups import CgroupError, CpuCgroups
-from cascade_dev.cpuquota import confined, thread_env
+from cascade_dev.cpuquota import (
+    ACCELERATOR_TASKS_ENV,
+    HOST_ONLY_COMPONENTS,
+    V1_TASKS,
+    confined,
+    thread_env,
+    threads_placed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +66,27 @@ class NodeCpu:
             self._cgroups = None
 
     def env(self, node: str, pod: Mapping[str, Any]) -> dict[str, str]:
-        """Extra environment of a pod that the node's quota will hold (none otherwise)."""
-        cores = self.quotas.get(node)
-        if cores is None or self._cgroups is None or not confined(pod):
+        """Extra environment of a pod that the node's quota will hold (none otherwise):
+        thread pools sized to the quota, and where its accelerator threads go when
+        threads are placed one by one (`cpuquota.threads_placed`)."""
+        cores, cg = self.quotas.get(node), self._cgroups
+        if cores is None or cg is None or not confined(pod):
             return {}
-        return thread_env(cores, os.cpu_count() or 1)
+        env = thread_env(cores, os.cpu_count() or 1)
+        h = cg.hierarchy
+        if threads_placed(h.flavour, pod):
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            if labels.get(c.LABEL_COMPONENT) not in HOST_ONLY_COMPONENTS:
+                env[ACCELERATOR_TASKS_ENV] = str(h.group(node) / V1_TASKS)
+        return env
 
     def confine(self, node: str, pod: Mapping[str, Any], pid: int) -> None:
-        """Put a freshly spawned (or re-adopted) container process in its node's group."""
+        """Put a freshly spawned (or re-adopted) container process in its node's group
+        (unless its accelerator threads place themselves, or it has none)."""
         cg = self._cgroups
         if cg is None or node not in self.quotas or not confined(pod):
+            return
+        if threads_placed(cg.hierarchy.flavour, pod):
             return
         try:
             moved = cg.place(node, pid)

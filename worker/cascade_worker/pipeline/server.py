@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from cascade_worker import accelerator
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.kv_blocks import CacheConfig
@@ -98,7 +99,10 @@ class StageServer:
         self.name = f"stage[{weights.start}:{weights.end}]"
         self._server = Server(self._handle, CODEC, host, port, name=self.name)
         self._pool = EndpointPool(CODEC, connect_timeout_s=connect_timeout_s)
-        self._threads = ThreadPoolExecutor(1, thread_name_prefix="stage-forward")
+        # The stage's forward runs on the node's accelerator (the dev cluster: its quota).
+        self._threads = ThreadPoolExecutor(
+            1, thread_name_prefix="stage-forward", initializer=accelerator.enter
+        )
         self._session: _Session | None = None
         self.steps_done = 0
         # Called when a head's session ends (it detached, or its pipeline broke): a live

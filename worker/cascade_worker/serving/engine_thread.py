@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from cascade_protocol.generate import GenerateChunk, GenerateRequest
+from cascade_worker import accelerator
 from cascade_worker.engine.protocol import EngineCore, EngineStats
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ class EngineThread:
             self._loop.call_soon_threadsafe(callback, *args)
 
     def _run(self) -> None:
+        accelerator.enter()  # the dev cluster's GPU: steps run under the node's quota
         exit_reason: str | None = None
         try:
             while True:

@@ -1,0 +1,36 @@
+"""Run the calling thread on the node's accelerator: the dev cluster's emulation of one.
+
+On the dev cluster a node's CPU quota stands for its GPU. The node agent names the
+quota group's thread list in $CASCADE_ACCELERATOR_TASKS (cgroup v1) and the worker's
+compute threads (the engine's step loop, a pipeline stage's forward) put themselves
+there, so the engine is held to the node's capacity while receiving and forwarding
+blocks, HTTP and the pipeline's wire run on the host's cores beside it, as a GPU node's
+NIC and CPUs do. Without the variable (a real GPU node, v2 hosts, tests) it does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+from cascade_api.constants import ACCELERATOR_TASKS_ENV
+
+log = logging.getLogger(__name__)
+
+
+def enter() -> bool:
+    """Move the calling thread into the accelerator group; True when it moved. A
+    failure is logged and the thread runs on the host's cores (never fatal)."""
+    tasks = os.environ.get(ACCELERATOR_TASKS_ENV)
+    if not tasks:
+        return False
+    tid = threading.get_native_id()
+    try:
+        Path(tasks).write_text(f"{tid}\n")
+    except OSError as exc:
+        log.warning("thread %s stays off the accelerator group %s: %s", tid, tasks, exc)
+        return False
+    log.info("thread %s (%s) runs under %s", tid, threading.current_thread().name, tasks)
+    return True
