@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import subprocess
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -39,6 +40,10 @@ from cascade_dev.cpuquota import (
 
 SYSFS = Path("/sys/fs/cgroup")
 PROC = Path("/proc")
+# Where pods see the v1 cpu hierarchy: their network namespace remounts /sys, which
+# hides /sys/fs/cgroup, so the agent bind-mounts the hierarchy here (a pod's private
+# mount namespace is a slave copy of the host's and keeps it).
+EXPOSED = Path("/run/cascade-dev/cgroup-cpu")
 RELEASE_WAIT_S = 3.0  # dying processes keep a group busy for a moment
 
 
@@ -90,10 +95,12 @@ class CpuCgroups:
         *,
         proc: Path = PROC,
         rmdir: Callable[[Path], None] = os.rmdir,
+        bind: Callable[[Path, Path], None] | None = None,
     ) -> None:
         self.hierarchy = hierarchy
         self._proc = proc
         self._rmdir = rmdir  # cgroupfs removes a group's files with it; tests' dirs do not
+        self._bind = bind or bind_mount  # tests link instead of mounting
 
     @classmethod
     def detect(cls, sysfs: Path = SYSFS, proc: Path = PROC) -> CpuCgroups | None:
@@ -204,3 +211,34 @@ class CpuCgroups:
             with contextlib.suppress(FileNotFoundError):
                 self._rmdir(base)
         return gone
+
+    # -- the hierarchy where pods see it (v1: accelerator threads place themselves) --------
+
+    def expose(self, at: Path = EXPOSED) -> Path:
+        """Bind-mount the hierarchy at `at` (once; a later call finds it mounted)."""
+        if not mounted(at, self._proc):
+            self._bind(self.hierarchy.mount, at)
+        return at
+
+
+def bind_mount(source: Path, at: Path) -> None:
+    at.mkdir(parents=True, exist_ok=True)
+    _mount(["mount", "--bind", str(source), str(at)])
+
+
+def mounted(at: Path, proc: Path = PROC) -> bool:
+    """Whether something is mounted at `at` (this process's mountinfo, field 5)."""
+    text = _read(proc / "self" / "mountinfo") or ""
+    return any(len(f) > 4 and f[4] == str(at) for f in (line.split() for line in text.splitlines()))
+
+
+def unexpose(at: Path = EXPOSED, proc: Path = PROC) -> None:
+    """Undo `expose` (cascade dev down)."""
+    if mounted(at, proc):
+        _mount(["umount", str(at)])
+
+
+def _mount(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CgroupError(f"{' '.join(argv)}: {done.stderr.strip() or done.returncode}")

@@ -135,6 +135,7 @@ def _release_cpu_groups() -> None:
         return
     try:
         cg.release_all()
+        cgroups.unexpose()
     except (OSError, cgroups.CgroupError) as e:
         _log(f"warning: CPU quota groups left behind: {e}")
 

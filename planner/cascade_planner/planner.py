@@ -51,6 +51,8 @@ class PlanRequest:
     # Live scale-ups: sources may serve as the last stage of an execution pipeline.
     source_stages: bool = False
     cooperative: bool = False  # ... from the target's first block (BlitzScale 5.2)
+    # Targets that run no engine (host copies): they receive, never join a pipeline.
+    stageless: Collection[str] = ()
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,7 @@ def _build(
         groups=groups,
         source_stages=request.source_stages,
         cooperative=request.cooperative,
+        stageless=request.stageless,
     )
     spec.predicted_completion_seconds = shown(pred.completion)
     spec.predictions = pred.targets

@@ -10,7 +10,7 @@ sub-groups.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from cascade_api.scaleplan import (
@@ -61,9 +61,11 @@ def predict(
     groups: Sequence[Sequence[str]] | None = None,
     source_stages: bool = False,
     cooperative: bool = False,
+    stageless: Collection[str] = (),
 ) -> Prediction:
     """Flow-model prediction of `spec` (blocks numbered 0..b-1 in layer order);
-    `source_stages`: its sources may join execution pipelines (pipelines.py)."""
+    `source_stages`: its sources may join execution pipelines (pipelines.py);
+    `stageless`: targets that never do (host copies run no engine)."""
     blocks = sorted(spec.blocks, key=lambda b: b.index)
     pos = {b.index: i for i, b in enumerate(blocks)}
     paths = _Paths(topo, pod_node)
@@ -105,9 +107,9 @@ def predict(
         default_groups = _binomial_groups(spec, sources)
     # A host copy runs no engine: only instances (tier gpu) may close a pipeline.
     joining = [s.pod for s in spec.sources if s.tier == SourceTier.GPU] if source_stages else []
-    pipelines = form_pipelines(
-        groups if groups is not None else default_groups, arrivals, blocks, joining, cooperative
-    )
+    chosen = groups if groups is not None else default_groups
+    members = [[p for p in g if p not in stageless] for g in chosen]
+    pipelines = form_pipelines(members, arrivals, blocks, joining, cooperative)
     joins = {
         st.pod: e.ready_seconds for e in pipelines for st in e.stages if e.ready_seconds is not None
     }

@@ -54,7 +54,13 @@ def v2_sysfs(root: Path, subtree: str = "cpuset cpu io memory") -> Path:
 def make(sysfs: Path, proc: Path) -> CpuCgroups:
     h = cgroups.detect(sysfs)
     assert h is not None
-    return CpuCgroups(h, proc=proc, rmdir=shutil.rmtree)
+    return CpuCgroups(h, proc=proc, rmdir=shutil.rmtree, bind=link)
+
+
+def link(source: Path, at: Path) -> None:
+    """A bind mount's stand-in: the same files seen under another path."""
+    at.parent.mkdir(parents=True, exist_ok=True)
+    at.symlink_to(source)
 
 
 def test_detects_v1_on_a_hybrid_host_and_v2_on_a_unified_one(tmp_path: Path) -> None:
@@ -151,7 +157,8 @@ def test_node_agent_applies_quotas_and_confines_only_node_work(tmp_path: Path) -
     sysfs = v1_sysfs(tmp_path)
     cg = make(sysfs, fake_proc(tmp_path, {10: 10, 20: 20, 30: 30, 40: 40, 50: 50}))
     cg.ensure("cascade-node-9", 0.5)  # a node an earlier, larger `up` had
-    cpu = NodeCpu({"cascade-node-0": 0.25, "cascade-node-1": None}, cg)
+    exposed = tmp_path / "run" / "cgroup-cpu"
+    cpu = NodeCpu({"cascade-node-0": 0.25, "cascade-node-1": None}, cg, exposed)
     cpu.apply()
     assert cg.nodes() == ["cascade-node-0"]
     job, gateway = pod_of("materialize"), pod_of("gateway")
@@ -165,7 +172,11 @@ def test_node_agent_applies_quotas_and_confines_only_node_work(tmp_path: Path) -
     assert cg.pids("cascade-node-0") == [10]
     # Pods the quota will hold size their thread pools to it from the start.
     assert cpu.env("cascade-node-0", job) == {"OMP_NUM_THREADS": "1"}
-    tasks = str(sysfs / "cpu" / "cascade-dev" / "cascade-node-0" / "tasks")
+    # ... in the group as pods see it: /sys is remounted in their network namespace.
+    tasks = str(exposed / "cascade-dev" / "cascade-node-0" / "tasks")
+    assert (exposed / "cascade-dev" / "cascade-node-0").resolve() == cg.hierarchy.group(
+        "cascade-node-0"
+    ).resolve()
     assert cpu.env("cascade-node-0", worker) == {
         "OMP_NUM_THREADS": "1",
         "CASCADE_ACCELERATOR_TASKS": tasks,
@@ -179,8 +190,9 @@ def test_on_v2_a_worker_is_confined_whole(tmp_path: Path) -> None:
     """v2 places a thread apart from its process only in threaded subtrees: there the
     node's quota holds the worker's whole process, as before."""
     cg = make(v2_sysfs(tmp_path), fake_proc(tmp_path, {10: 10}))
-    cpu = NodeCpu({"cascade-node-0": 0.5}, cg)
+    cpu = NodeCpu({"cascade-node-0": 0.5}, cg, tmp_path / "run" / "cgroup-cpu")
     cpu.apply()
+    assert not (tmp_path / "run").exists()  # nothing exposed: threads are not placed
     cpu.confine("cascade-node-0", pod_of("worker"), 10)
     assert cg.pids("cascade-node-0") == [10]
     assert cpu.env("cascade-node-0", pod_of("worker")) == {"OMP_NUM_THREADS": "1"}

@@ -142,3 +142,16 @@ def test_live_plans_from_one_source_pipeline_at_half_the_transfer() -> None:
     assert pipeline.stages[-1].pod == source and pipeline.stages[0].pod in live.targets
     assert pipeline.ready_seconds is not None and live.predicted_completion_seconds is not None
     assert pipeline.ready_seconds < 0.6 * live.predicted_completion_seconds
+
+
+def test_a_host_copy_target_never_joins_a_pipeline() -> None:
+    """A host copy refilled beside instances runs no engine: the live plan's pipelines
+    pair the source with an instance target only (stageless)."""
+    topo = topology_from_nodes(nodes(8))
+    request = dataclasses.replace(kway_request(1, 3, 8, "chain"), source_stages=True)
+    first = plan(request, topo).execution_pipelines[0].stages[0].pod
+    live = plan(dataclasses.replace(request, stageless=[first]), topo)
+    members = {s.pod for p in live.execution_pipelines for s in p.stages}
+    assert first not in members and members & set(live.targets)
+    alone = plan(dataclasses.replace(request, stageless=list(request.targets)), topo)
+    assert alone.execution_pipelines == []

@@ -19,14 +19,17 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from cascade_api import constants as c
-from cascade_dev.cgroups import CgroupError, CpuCgroups
+from cascade_dev.cgroups import EXPOSED, CgroupError, CpuCgroups
 from cascade_dev.cpuquota import (
     ACCELERATOR_TASKS_ENV,
     HOST_ONLY_COMPONENTS,
+    V1,
     V1_TASKS,
+    Hierarchy,
     confined,
     thread_env,
     threads_placed,
@@ -38,9 +41,18 @@ log = logging.getLogger(__name__)
 class NodeCpu:
     """CPU quotas of the agent's nodes and the groups that enforce them."""
 
-    def __init__(self, quotas: Mapping[str, float | None], cgroups: CpuCgroups | None) -> None:
+    def __init__(
+        self,
+        quotas: Mapping[str, float | None],
+        cgroups: CpuCgroups | None,
+        exposed: Path = EXPOSED,
+    ) -> None:
         self.quotas = {node: cores for node, cores in quotas.items() if cores is not None}
         self._cgroups = cgroups
+        # Where pods see the node groups when accelerator threads place themselves (v1,
+        # the hierarchy exposed by `apply`); None: whole processes are confined.
+        self._seen: Hierarchy | None = None
+        self._exposed = exposed
 
     def apply(self) -> None:
         """Make the groups match the quotas (called once, before any pod starts)."""
@@ -64,6 +76,12 @@ class NodeCpu:
         except (OSError, CgroupError) as e:
             log.error("CPU quota groups: %s; pods run without CPU quota", e)
             self._cgroups = None
+            return
+        if self.quotas and cg.hierarchy.flavour == V1:
+            try:
+                self._seen = Hierarchy(V1, cg.expose(self._exposed))
+            except (OSError, CgroupError) as e:
+                log.warning("workers' processes confined whole: cannot expose %s: %s", cg, e)
 
     def env(self, node: str, pod: Mapping[str, Any]) -> dict[str, str]:
         """Extra environment of a pod that the node's quota will hold (none otherwise):
@@ -73,11 +91,11 @@ class NodeCpu:
         if cores is None or cg is None or not confined(pod):
             return {}
         env = thread_env(cores, os.cpu_count() or 1)
-        h = cg.hierarchy
-        if threads_placed(h.flavour, pod):
+        seen = self._seen
+        if seen is not None and threads_placed(seen.flavour, pod):
             labels = (pod.get("metadata") or {}).get("labels") or {}
             if labels.get(c.LABEL_COMPONENT) not in HOST_ONLY_COMPONENTS:
-                env[ACCELERATOR_TASKS_ENV] = str(h.group(node) / V1_TASKS)
+                env[ACCELERATOR_TASKS_ENV] = str(seen.group(node) / V1_TASKS)
         return env
 
     def confine(self, node: str, pod: Mapping[str, Any], pid: int) -> None:
@@ -86,7 +104,7 @@ class NodeCpu:
         cg = self._cgroups
         if cg is None or node not in self.quotas or not confined(pod):
             return
-        if threads_placed(cg.hierarchy.flavour, pod):
+        if self._seen is not None and threads_placed(self._seen.flavour, pod):
             return
         try:
             moved = cg.place(node, pid)

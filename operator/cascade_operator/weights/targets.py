@@ -145,6 +145,7 @@ def make_plan(
         # receivers hold different layers early and cover the model together (λScale).
         # From one source the chains stay in order: a source closes the pipeline.
         shift=spec.live_scaling.enabled and len(pool.sources) > 1,
+        stageless=[w.name for w in workers if w.host_copy and w.name in targets.pods],
     )
     try:
         return plan(request, send_capped(topo, spec.multicast.rate_mbit))
