@@ -24,6 +24,10 @@ MANAGED_BY: Final = "cascade-operator"
 COMPONENT_WORKER: Final = "worker"
 COMPONENT_GATEWAY: Final = "gateway"
 COMPONENT_HOST_COPY: Final = "host-copy"
+# The profile Job of spec.materialization (its pod runs the worker with CASCADE_ROLE=materialize).
+COMPONENT_MATERIALIZE: Final = "materialize"
+# On a profile Job: the hash of the inputs it profiles (a changed spec makes it stale).
+LABEL_PROFILE: Final = f"{GROUP}/profile"
 
 # A worker pod's instance role (interactive, mixed or batch: cascade_protocol.roles),
 # set by the operator's autoscaler, read by the gateway's routing. Unlabelled: mixed.

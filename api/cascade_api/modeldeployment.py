@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from cascade_api.base import ApiModel, Condition
+from cascade_api.materialization import InstanceMaterialization, MaterializationStatus
 from cascade_api.scaling import AutoscalerStatus, Scaling
 
 Quantity = Annotated[int | str, Field(description="A resource quantity, e.g. 2, 500m, 16Gi.")]
@@ -240,8 +241,14 @@ class ModelDeploymentSpec(ApiModel):
     )
     materialization: Toggle = Field(
         default_factory=Toggle,
-        description="Restore profiled start-up state at cold start. Accepted; not yet acted "
-        "on: nothing is profiled or restored yet.",
+        description="Materialized start-up state (Medusa). On: a profile Job runs the worker "
+        "once per (model digest, accelerator, dtype, engine limits) and records the engine's "
+        "start-up state (its KV-cache sizing; compile caches too where the worker compiles, "
+        "which the operator leaves off) beside the weights in .materialized/ (a pvc:// claim "
+        "is mounted writable in that Job only). Instances restore it instead of profiling: a "
+        "one-process engine start does, a live scale-up's pipeline head does not. An "
+        "artifact recorded for another start is refused with a Warning Event, and that start "
+        "profiles. Off: no Job; workers neither restore nor pass on artifacts.",
     )
 
 
@@ -297,6 +304,9 @@ class InstanceStatus(ApiModel):
     startup: InstanceStartup | None = Field(
         default=None, description="Its start-up stages, once its worker reported them."
     )
+    materialization: InstanceMaterialization | None = Field(
+        default=None, description="What its start did with materialized state, as reported."
+    )
 
 
 class HostCopyStatus(ApiModel):
@@ -321,6 +331,9 @@ class ModelDeploymentStatus(ApiModel):
     endpoint: str | None = Field(default=None, description="In-cluster URL of the gateway.")
     autoscaler: AutoscalerStatus | None = Field(
         default=None, description="Who owns spec.replicas; the Cascade autoscaler's last word."
+    )
+    materialization: MaterializationStatus | None = Field(
+        default=None, description="The profile Job and how many instances restored its state."
     )
 
     @field_validator("conditions")

@@ -77,6 +77,10 @@ def _model_volume(spec: ModelDeploymentSpec) -> tuple[str, list[Manifest], list[
     return f"{mount}/{path}", [volume], [{"name": "model", "mountPath": mount, "readOnly": True}]
 
 
+def on_off(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
 def _probe(path: str, period: int, failures: int) -> Manifest:
     return {
         "httpGet": {"path": path, "port": "http"},
@@ -86,7 +90,7 @@ def _probe(path: str, period: int, failures: int) -> Manifest:
     }
 
 
-def _worker_resources(spec: ModelDeploymentSpec) -> Manifest:
+def worker_resources(spec: ModelDeploymentSpec) -> Manifest:
     shape = spec.instance
     # Quantities travel as strings: the API accepts "4" where a bare 4 is refused.
     requests = {k: str(v) for k, v in shape.resources.requests.items()}
@@ -113,7 +117,7 @@ def worker_pod(
         f"{c.GROUP}/instance-index": str(index),
         START_ANNOTATION: start,
     }
-    pod["spec"]["containers"][0]["resources"] = _worker_resources(spec)
+    pod["spec"]["containers"][0]["resources"] = worker_resources(spec)
     return pod
 
 
@@ -145,10 +149,12 @@ def process_pod(
             "value": str(spec.engine.max_prefill_tokens_per_step),
         },
         # The local autoscaler (Chiron Algorithm 1) and the ITL SLOs it holds.
-        {"name": "CASCADE_ADAPTIVE_BATCH", "value": "on" if spec.engine.adaptive_batch else "off"},
+        {"name": "CASCADE_ADAPTIVE_BATCH", "value": on_off(spec.engine.adaptive_batch)},
         {"name": "CASCADE_INTERACTIVE_ITL_SLO_MS", "value": str(spec.slo.interactive.itl_ms)},
         {"name": "CASCADE_BATCH_ITL_SLO_MS", "value": str(spec.slo.batch.itl_ms)},
         {"name": "CASCADE_BLOCKS", "value": str(spec.multicast.blocks)},  # at most one per layer
+        # Restore materialized start-up state offered with the weights, and carry it on.
+        {"name": "CASCADE_MATERIALIZATION", "value": on_off(spec.materialization.enabled)},
         *env_tail,
     ]
     container: Manifest = {

@@ -6,8 +6,9 @@ ScalePlan and ModelDeployment watch events for the same object can arrive togeth
 A reconcile reads everything once (the spec parsed once, each pod parsed once, each
 worker's status asked once), then runs the deciders over that observation: on the
 autoscaler's timer the Cascade autoscaler (`autoscale.tick`: replicas and roles, when
-Cascade owns them), `instances.decide` (pods, gateway) and the weight-moving half
-(`weights.driver`: the parameter pool, ScalePlans, worker orders). The pool goes first
+Cascade owns them), `instances.decide` (pods, gateway), the host copies, the profile Job
+(`materialization`) and the weight-moving half (`weights.driver`: the parameter pool,
+ScalePlans, worker orders). The pool goes first
 so scale-down spares host-copy holders. All hand their facts to `status.assemble`, which
 writes one status and tells each condition transition once.
 """
@@ -33,6 +34,12 @@ from cascade_operator.clients.kube import Body, Cluster
 from cascade_operator.clients.workers import WorkerClient
 from cascade_operator.config import OperatorConfig
 from cascade_operator.host_copies import HostCopyDecision, decide_host_copies, host_copy_selector
+from cascade_operator.materialization import (
+    JobView,
+    MaterializationDecision,
+    decide_materialization,
+    job_selector,
+)
 from cascade_operator.observed import GatewayView, MdRef, Observed, PodView
 from cascade_operator.spec import parse_spec
 from cascade_operator.status import PlanState, StatusInput, assemble
@@ -112,13 +119,15 @@ class Controller:
         )
         decision = instances.decide(obs, spec, self.cfg, has_copy=_alive(hosts))
         copies = decide_host_copies(ref, spec, hosts, self.cfg) if spec else HostCopyDecision()
+        profile = self._materialize(ref, spec)
         for manifest in [*decision.create_pods, *copies.create]:
             self.cluster.create_pod(manifest)
         for pod in [*decision.delete_pods, *copies.delete]:
             self.cluster.delete_pod(ns, pod)
         for manifest in decision.gateway:
             self.cluster.apply(manifest)
-        events, plans, moving = [*scale_events, *decision.events, *copies.events], None, False
+        events = [*scale_events, *decision.events, *copies.events, *profile.events]
+        plans, moving = None, False
         if spec is not None and got is not None:
             outcome = self.plans.tick(ref, generation, spec, got, now)
             events += outcome.events
@@ -137,6 +146,10 @@ class Controller:
                 blocks={w.name: w.blocks_loaded for w in workers if w.phase is not None},
                 modes={w.name: w.mode for w in workers if w.mode is not None},
                 startups={w.name: w.startup for w in workers if w.startup is not None},
+                materializations={
+                    w.name: w.materialization for w in workers if w.materialization is not None
+                },
+                materialization=profile.shown if spec is not None else None,
                 host_copies=[
                     HostCopyStatus(
                         pod=w.name, node=w.node, ready=w.has_model, bytes_held=w.store_bytes
@@ -157,6 +170,18 @@ class Controller:
         if decision.create_pods or decision.delete_pods:
             created, deleted = len(decision.create_pods), len(decision.delete_pods)
             log.info("%s/%s: created %d, deleted %d pods", ns, ref.name, created, deleted)
+
+    def _materialize(self, ref: MdRef, spec: ModelDeploymentSpec | None) -> MaterializationDecision:
+        """Keep the profile Job of the current spec (none while the spec is invalid)."""
+        if spec is None:
+            return MaterializationDecision()
+        bodies = self.cluster.list_jobs(ref.namespace, job_selector(ref.name))
+        decision = decide_materialization(ref, spec, [JobView.of(b) for b in bodies], self.cfg)
+        for manifest in decision.create:
+            self.cluster.create_job(manifest)
+        for name in decision.delete:
+            self.cluster.delete_job(ref.namespace, name)
+        return decision
 
     def _pods(self, ns: str, selector: str) -> list[PodView]:
         return [PodView.of(p) for p in self.cluster.list_pods(ns, selector) if p.get("metadata")]

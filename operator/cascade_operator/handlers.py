@@ -2,10 +2,11 @@
 the controller to reconcile it; all decisions live in pure functions it calls.
 
 Reconciling is level-triggered (every watch event of the ModelDeployment, its pods,
-its gateway or its ScalePlans, plus a periodic resync), so a missed event or an operator
-restart costs one resync, never a wrong state. Workers' transfer progress makes no API
-events, so while weights move (`Controller.moving`) a fast timer reconciles every second.
-The Cascade autoscaler ticks on its own timer (AUTOSCALE_SECONDS), never on watch events.
+its gateway, its ScalePlans or its profile Job, plus a periodic resync), so a missed
+event or an operator restart costs one resync, never a wrong state. Workers' transfer
+progress makes no API events, so while weights move (`Controller.moving`) a fast timer
+reconciles every second. The Cascade autoscaler ticks on its own timer
+(AUTOSCALE_SECONDS), never on watch events.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def on_model_deployment(type: str, body: kopf.Body, **_: Any) -> None:
 
 @kopf.on.event("", "v1", "pods", labels=MANAGED)
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
+@kopf.on.event("batch", "v1", "jobs", labels=MANAGED)
 @kopf.on.event(c.GROUP, c.VERSION, c.SP_PLURAL, labels=MANAGED)
 def on_owned_object(body: kopf.Body, **_: Any) -> None:
     md = owner_of(dict(body.metadata.get("labels") or {}))

@@ -4,9 +4,11 @@ A reconcile has two deciders (instances.py for pods and the gateway, the weights
 lifecycle for plans); each contributes facts, and `assemble` merges them once into a
 typed status: counts and instances from the pods (blocks held and serving mode from
 each worker's own status), `Available`/`Progressing`/`Degraded` from conditions.py, `Planned` and
-`currentPlan` from the lifecycle. Transition events are computed here, once, over every
-condition (events.transition_events). Pure: `now` passed in; the same facts give the
-same status, so a repeated reconcile writes nothing.
+`currentPlan` from the lifecycle, `materialization` from the profile Job and each
+worker's report (materialization_status.py). Transition events are computed here, once,
+over every condition (events.transition_events), with the materialization Events told on
+the same stored-status transitions. Pure: `now` passed in; the same facts give the same
+status, so a repeated reconcile writes nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from cascade_api.base import Condition, set_condition
+from cascade_api.materialization import InstanceMaterialization
 from cascade_api.modeldeployment import (
     HostCopyStatus,
     InstanceMode,
@@ -27,8 +30,16 @@ from cascade_api.modeldeployment import (
 from cascade_api.scaling import AutoscalerStatus
 from cascade_operator.conditions import available, degraded, instance_phase, progressing
 from cascade_operator.events import EventNote, transition_events
+from cascade_operator.materialization import JobShown
+from cascade_operator.materialization_status import (
+    instance_materialization,
+    job_events,
+    refused_events,
+    summarize,
+)
 from cascade_operator.observed import GatewayView, PodView
 from cascade_operator.spec import ParsedSpec
+from cascade_protocol.materialize import MaterializationInfo
 from cascade_protocol.status import ServingMode, StartupInfo
 
 Manifest = dict[str, Any]
@@ -69,6 +80,11 @@ class StatusInput:
     host_copies: Sequence[HostCopyStatus] = ()  # one per host-copy pod
     # pod -> its worker's start-up report (absent: did not answer; the last one stays)
     startups: Mapping[str, StartupInfo] = field(default_factory=dict)
+    # pod -> what its worker's start did with materialized state (absent: the last stays)
+    materializations: Mapping[str, MaterializationInfo] = field(default_factory=dict)
+    # The profile Job as decided and observed; None: leave status.materialization's Job
+    # side as it is (invalid spec).
+    materialization: JobShown | None = None
     plans: PlanState | None = None  # None: the lifecycle did not run (invalid spec)
     scaling: ScalingShown | None = None  # None: leave status.autoscaler as it is
 
@@ -111,6 +127,12 @@ def assemble(inp: StatusInput, now: datetime) -> StatusUpdate:
         conditions = [c for c in conditions if c.type not in inp.scaling.removed]
     for cond in new:
         conditions = set_condition(conditions, cond, now)
+    instances = _instances(inp)
+    before = inp.previous.materialization
+    shown = inp.materialization or (
+        JobShown(before.enabled, before.job, before.phase) if before else None
+    )
+    materialization = summarize(shown, inp.pods, instances, before) if shown else None
     status = inp.previous.model_copy(
         update={
             "observed_generation": gen,
@@ -119,14 +141,19 @@ def assemble(inp: StatusInput, now: datetime) -> StatusUpdate:
             "loading_replicas": loading,
             "selector": inp.selector,
             "conditions": conditions,
-            "instances": _instances(inp),
+            "instances": instances,
             "host_copies": sorted(inp.host_copies, key=lambda h: h.pod),
             "current_plan": current_plan,
             "endpoint": inp.endpoint,
             "autoscaler": autoscaler,
+            "materialization": materialization,
         }
     )
-    return StatusUpdate(status, transition_events(inp.previous.conditions, conditions))
+    events = transition_events(inp.previous.conditions, conditions)
+    events += refused_events(inp.previous.instances, instances)
+    if materialization is not None and inp.materialization is not None:
+        events += job_events(before, materialization, inp.materialization)
+    return StatusUpdate(status, events)
 
 
 def _instances(inp: StatusInput) -> list[InstanceStatus]:
@@ -136,6 +163,13 @@ def _instances(inp: StatusInput) -> list[InstanceStatus]:
         info = inp.startups.get(p.name)
         old = before.get(p.name)
         return startup_of(p, info) if info is not None else old.startup if old else None
+
+    def materialized(p: PodView) -> InstanceMaterialization | None:
+        info = inp.materializations.get(p.name)
+        old = before.get(p.name)
+        if info is not None:
+            return instance_materialization(info)
+        return old.materialization if old else None
 
     return [
         InstanceStatus(
@@ -147,6 +181,7 @@ def _instances(inp: StatusInput) -> list[InstanceStatus]:
             ),
             mode=InstanceMode(inp.modes[p.name]) if p.name in inp.modes else None,
             startup=startup(p),
+            materialization=materialized(p),
         )
         for p in sorted(inp.pods, key=lambda p: (p.index, p.name))
     ]

@@ -44,6 +44,7 @@ NAMESPACED: set[Grant] = (
     | grants("", ["pods"], [*READ, "create", "delete", "patch"])
     | grants("", ["services"], [*READ, "create", "patch", "delete"])
     | grants("apps", ["deployments"], [*READ, "create", "patch", "delete"])
+    | grants("batch", ["jobs"], [*READ, "create", "delete"])  # materialization's profile Job
     # Each gateway gets its own ServiceAccount and a pods-read Role (worker discovery).
     | grants("", ["serviceaccounts"], ["create", "patch", "delete"])
     | grants("rbac.authorization.k8s.io", ["roles", "rolebindings"], ["create", "patch", "delete"])

@@ -153,6 +153,17 @@ class FakeCluster:
     def delete_pod(self, namespace: str, name: str) -> None:
         self.objects.pop(("Pod", namespace, name), None)
 
+    def list_jobs(self, namespace: str, selector: str) -> list[Body]:
+        return self._list("Job", namespace, selector)
+
+    def create_job(self, manifest: Body) -> None:
+        key = ("Job", manifest["metadata"]["namespace"], manifest["metadata"]["name"])
+        if key not in self.objects:
+            self.add("Job", {**manifest, "status": {}})
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        self.objects.pop(("Job", namespace, name), None)
+
     def apply(self, manifest: Body) -> None:
         self.add(manifest["kind"], manifest)
 

@@ -9,11 +9,12 @@ other module imports the kubernetes client.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 from kubernetes import client, config
@@ -71,6 +72,16 @@ def _missing(err: ApiException) -> bool:
     return bool(err.status == 404)
 
 
+@contextlib.contextmanager
+def _success_on(*statuses: int) -> Iterator[None]:
+    """Count these answers as success: 404 (already gone), 409 (already there)."""
+    try:
+        yield
+    except ApiException as err:
+        if err.status not in statuses:
+            raise
+
+
 class Cluster:
     def __init__(self) -> None:
         api = client.ApiClient()
@@ -79,6 +90,7 @@ class Cluster:
         self.apps = client.AppsV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.rbac = client.RbacAuthorizationV1Api(api)
+        self.batch = client.BatchV1Api(api)
 
     def _dict(self, obj: Any) -> Body:
         result: Body = self._api.sanitize_for_serialization(obj)
@@ -86,15 +98,12 @@ class Cluster:
 
     @refusals_as_api_error
     def get_md(self, namespace: str, name: str) -> Body | None:
-        try:
+        with _success_on(404):
             body: Body = self.custom.get_namespaced_custom_object(
                 c.GROUP, c.VERSION, namespace, c.MD_PLURAL, name
             )
-        except ApiException as err:
-            if _missing(err):
-                return None
-            raise
-        return body
+            return body
+        return None
 
     @refusals_as_api_error
     def list_pods(self, namespace: str, selector: str) -> list[Body]:
@@ -115,20 +124,30 @@ class Cluster:
 
     @refusals_as_api_error
     def create_pod(self, manifest: Body) -> None:
-        try:
+        with _success_on(409):
             self.core.create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
-        except ApiException as err:
-            if err.status != 409:
-                raise
-            log.info("pod %s already exists", manifest["metadata"]["name"])
 
     @refusals_as_api_error
     def delete_pod(self, namespace: str, name: str) -> None:
-        try:
+        with _success_on(404):
             self.core.delete_namespaced_pod(name, namespace)
-        except ApiException as err:
-            if not _missing(err):
-                raise
+
+    @refusals_as_api_error
+    def list_jobs(self, namespace: str, selector: str) -> list[Body]:
+        jobs = self.batch.list_namespaced_job(namespace, label_selector=selector)
+        return [self._dict(j) for j in jobs.items]
+
+    @refusals_as_api_error
+    def create_job(self, manifest: Body) -> None:
+        with _success_on(409):
+            self.batch.create_namespaced_job(manifest["metadata"]["namespace"], manifest)
+
+    @refusals_as_api_error
+    def delete_job(self, namespace: str, name: str) -> None:
+        with _success_on(404):  # Background: a Job's default propagation orphans its pods
+            self.batch.delete_namespaced_job(
+                name, namespace, propagation_policy="Background", _preload_content=False
+            )
 
     @refusals_as_api_error
     def apply(self, manifest: Body) -> None:
@@ -174,20 +193,14 @@ class Cluster:
     def annotate_pod(self, namespace: str, name: str, key: str, value: str | None) -> None:
         """Set (or with None remove) one annotation; a pod already gone is a success."""
         patch = {"metadata": {"annotations": {key: value}}}
-        try:
+        with _success_on(404):
             self.core.patch_namespaced_pod(name, namespace, patch)
-        except ApiException as err:
-            if not _missing(err):
-                raise
 
     @refusals_as_api_error
     def label_pod(self, namespace: str, name: str, key: str, value: str) -> None:
         """Set one label; a pod already gone is a success."""
-        try:
+        with _success_on(404):
             self.core.patch_namespaced_pod(name, namespace, {"metadata": {"labels": {key: value}}})
-        except ApiException as err:
-            if not _missing(err):
-                raise
 
     @refusals_as_api_error
     def scale_md(self, namespace: str, name: str, replicas: int) -> None:
@@ -219,23 +232,17 @@ class Cluster:
 
     @refusals_as_api_error
     def patch_scaleplan_status(self, namespace: str, name: str, status: Body) -> None:
-        try:
+        with _success_on(404):
             self.custom.patch_namespaced_custom_object_status(
                 c.GROUP, c.VERSION, namespace, c.SP_PLURAL, name, {"status": status}
             )
-        except ApiException as err:
-            if not _missing(err):
-                raise
 
     @refusals_as_api_error
     def delete_scaleplan(self, namespace: str, name: str) -> None:
-        try:
+        with _success_on(404):
             self.custom.delete_namespaced_custom_object(
                 c.GROUP, c.VERSION, namespace, c.SP_PLURAL, name
             )
-        except ApiException as err:
-            if not _missing(err):
-                raise
 
     @refusals_as_api_error
     def emit_event(self, owner: Body, note: EventNote) -> None:
@@ -265,8 +272,10 @@ class Cluster:
 
     @refusals_as_api_error
     def delete_owned(self, namespace: str, md: str) -> int:
-        """Delete every pod, gateway object and ScalePlan of `md`; returns pods still there."""
+        """Delete every Job, pod, gateway object and ScalePlan of `md`; returns pods left."""
         selector = f"{c.LABEL_DEPLOYMENT}={md}"
+        for job in self.list_jobs(namespace, selector):  # first: a Job would make new pods
+            self.delete_job(namespace, job["metadata"]["name"])
         pods = self.list_pods(namespace, selector)
         for pod in pods:
             self.delete_pod(namespace, pod["metadata"]["name"])
@@ -278,13 +287,10 @@ class Cluster:
             self.rbac.delete_namespaced_role,
             self.core.delete_namespaced_service_account,
         ):
-            try:
+            with _success_on(404):
                 # No body decoding: a Service delete answers a Status object that this
                 # client version fails to parse as a V1Service.
                 delete(gateway, namespace, _preload_content=False)
-            except ApiException as err:
-                if not _missing(err):
-                    raise
         self.custom.delete_collection_namespaced_custom_object(
             c.GROUP, c.VERSION, namespace, c.SP_PLURAL, label_selector=selector
         )

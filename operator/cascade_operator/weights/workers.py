@@ -16,6 +16,7 @@ from datetime import datetime
 
 from cascade_api import constants as c
 from cascade_operator.observed import PodView
+from cascade_protocol.materialize import MaterializationInfo
 from cascade_protocol.status import (
     EnginePhase,
     ServingMode,
@@ -58,6 +59,8 @@ class WorkerView:
     covered_at: float | None = None
     serving_at: float | None = None
     startup: StartupInfo | None = None  # its start-up stages so far
+    # What its engine start did with materialized state (None: not reported, or off).
+    materialization: MaterializationInfo | None = None
 
     @property
     def has_model(self) -> bool:
@@ -133,4 +136,5 @@ class WorkerView:
             covered_at=pipeline.covered_at if pipeline else None,
             serving_at=pipeline.serving_at if pipeline else None,
             startup=status.startup,
+            materialization=status.materialization,
         )
