@@ -96,12 +96,21 @@ class StatusUpdate:
 
     def patch(self, previous: ModelDeploymentStatus) -> Manifest | None:
         """The merge patch from the stored status to this one (None: nothing changed).
-        A field that became empty is sent as an explicit null, or the merge keeps it."""
+        A field that became empty is sent as an explicit null, or the merge keeps it;
+        inside objects too (a merge patch merges them: status.materialization.job)."""
         old = previous.to_api()
         new = self.status.to_api()
         if new == old:
             return None
-        return new | {key: None for key in old if key not in new}
+        return _with_nulls(old, new)
+
+
+def _with_nulls(old: Manifest, new: Manifest) -> Manifest:
+    out = {
+        k: _with_nulls(old[k], v) if isinstance(v, dict) and isinstance(old.get(k), dict) else v
+        for k, v in new.items()
+    }
+    return out | {key: None for key in old if key not in new}
 
 
 def assemble(inp: StatusInput, now: datetime) -> StatusUpdate:

@@ -106,9 +106,23 @@ def holder(name: str, **kw: Any) -> WorkerView:
     return worker(name, **(fields | kw))
 
 
+def merge_patch(target: Body, patch: Body) -> Body:
+    """A JSON merge patch (RFC 7386), as the API server applies one: objects merge
+    key by key, a null removes, anything else replaces."""
+    out = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_patch(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 class FakeCluster:
     """The API server as the controller uses it (clients.kube.Cluster's methods), in
-    memory: objects by (kind, namespace, name); a status patch is a top-level merge."""
+    memory: objects by (kind, namespace, name); a status patch is a JSON merge patch."""
 
     def __init__(self, nodes: int = 4) -> None:
         self.objects: dict[tuple[str, str, str], Body] = {}
@@ -169,8 +183,7 @@ class FakeCluster:
 
     def patch_md_status(self, namespace: str, name: str, status: Body) -> None:
         body = self.objects[(c.MD_KIND, namespace, name)]
-        merged = {**(body.get("status") or {}), **status}
-        body["status"] = {k: v for k, v in merged.items() if v is not None}
+        body["status"] = merge_patch(body.get("status") or {}, status)
         self.status_writes += 1
 
     def list_nodes(self) -> list[Body]:

@@ -156,3 +156,20 @@ def test_a_refusal_is_told_once_per_pod_and_artifact() -> None:
     both = refused | {"llama-1": info("refused", artifact="old", reason="r")}
     told = mat_events(assembled([pod(0), pod(1)], both, previous=first.status))
     assert [e.message.split(" ")[0] for e in told] == ["llama-1"]
+
+
+def test_a_field_gone_inside_status_materialization_is_patched_to_null() -> None:
+    """A merge patch merges objects: a Job that is no more must be sent as null."""
+    enabled = assembled([pod(0)], {"llama-0": info("restored", saved_s=1.0)})
+    disabled = assembled([pod(0)], shown=JobShown(enabled=False), previous=enabled.status)
+    patch = disabled.patch(enabled.status)
+    assert patch is not None
+    assert patch["materialization"] == {
+        "enabled": False,
+        "job": None,
+        "phase": None,
+        "key": "k1",  # kept: the last key reported
+        "restored": 1,
+        "refused": 0,
+        "savedSeconds": 1.0,
+    }
