@@ -163,8 +163,12 @@ class Multicast(ApiModel):
     )
 
 
-class Toggle(ApiModel):
-    enabled: bool = Field(default=True, description="Turn the feature on or off.")
+class Materialization(ApiModel):
+    enabled: bool = Field(
+        default=False,
+        description="Opt in: the profile Job takes the accelerator an instance would, once "
+        "per model and engine settings.",
+    )
 
 
 class LiveScaling(ApiModel):
@@ -239,8 +243,8 @@ class ModelDeploymentSpec(ApiModel):
         "filled from a peer, or from storage when none holds the model. 0: none, so scaling "
         "from zero reads storage again.",
     )
-    materialization: Toggle = Field(
-        default_factory=Toggle,
+    materialization: Materialization = Field(
+        default_factory=Materialization,
         description="Materialized start-up state (Medusa). On: a profile Job runs the worker "
         "once per (model digest, accelerator, dtype, engine limits) and records the engine's "
         "start-up state (its KV-cache sizing; compile caches too where the worker compiles, "

@@ -123,7 +123,7 @@ def test_minimal_manifest_gets_the_documented_defaults() -> None:
     assert spec["multicast"] == {"strategy": "auto", "blocks": 16, "k": 1, "fromPeers": True}
     assert spec["hostCopies"] == 1
     assert spec["liveScaling"] == {"enabled": True, "cooperative": True}
-    assert spec["materialization"] == {"enabled": True}
+    assert spec["materialization"] == {"enabled": False}  # opt in: the Job takes a GPU
     assert spec["engine"] == {
         "dtype": "auto",
         "maxModelLen": 4096,

@@ -99,10 +99,8 @@ class StageServer:
         self.name = f"stage[{weights.start}:{weights.end}]"
         self._server = Server(self._handle, CODEC, host, port, name=self.name)
         self._pool = EndpointPool(CODEC, connect_timeout_s=connect_timeout_s)
-        # The stage's forward runs on the node's accelerator (the dev cluster: its quota).
-        self._threads = ThreadPoolExecutor(
-            1, thread_name_prefix="stage-forward", initializer=accelerator.enter
-        )
+        # The forward runs on the node's accelerator (the dev cluster: its quota).
+        self._threads = ThreadPoolExecutor(1, "stage-forward", accelerator.enter)
         self._session: _Session | None = None
         self.steps_done = 0
         # Called when a head's session ends (it detached, or its pipeline broke): a live
