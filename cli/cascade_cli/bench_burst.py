@@ -97,6 +97,13 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     d.add_argument("--blocks", type=int, default=4, help="multicast.blocks, <= layers (default 4)")
     d.add_argument(
+        "--host-copies",
+        type=int,
+        default=1,
+        help="spec.hostCopies: sources beside the serving instance; with k sources a live "
+        "plan's shifted chains cover the model after about 1/k of the transfer (default 1)",
+    )
+    d.add_argument(
         "--ttft-slo-s", type=float, default=5.0, help="interactive TTFT SLO, s (default 5)"
     )
     w = ap.add_argument_group("load")
@@ -154,6 +161,7 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
     if args.model_uri:
         spec["model"]["uri"] = args.model_uri
     spec["multicast"].update(rateMbit=args.rate_mbit, blocks=args.blocks)
+    spec["hostCopies"] = args.host_copies
     spec["slo"]["interactive"]["ttftMs"] = round(args.ttft_slo_s * 1000)
     return spec
 

@@ -4,6 +4,7 @@ the document's keys (the JSON is an interface: issue 11's acceptance reads it)."
 
 from __future__ import annotations
 
+import argparse
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -265,3 +266,13 @@ def test_only_the_scale_ups_plans_count() -> None:
     rounds = [Round(0.0, plans=(made_before, pending)), Round(11.0, plans=(made_before, started))]
     assert metrics.final_plans(rounds, 10.0) == [started]
     assert metrics.final_plans(rounds[:1], 10.0) == [pending]
+
+
+def test_the_cli_puts_host_copies_rate_and_blocks_in_the_base_spec() -> None:
+    from cascade_cli.bench_burst import _spec
+
+    args = argparse.Namespace(model_uri=None, rate_mbit=8, blocks=4, host_copies=3, ttft_slo_s=2.5)
+    spec = _spec(args)
+    assert spec["hostCopies"] == 3 and spec["multicast"]["rateMbit"] == 8
+    assert spec["slo"]["interactive"]["ttftMs"] == 2500
+    assert modes.BASE_SPEC["hostCopies"] == 1  # the base is copied, not changed
