@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cascade_api.constants import GATEWAY_PORT
-from cascade_protocol.cli_args import add_serving_args, int_at_least, parse_seconds
+from cascade_protocol.cli_args import add_serving_args, int_at_least, parse_positive_seconds
 from cascade_protocol.generate import RequestClass
 
 DISCOVERY_STATIC = "static"
@@ -115,13 +115,6 @@ _slack = int_at_least(0, "slack")
 _slo_ms = int_at_least(1, "SLO in milliseconds")
 
 
-def _positive_seconds(value: str) -> float:
-    seconds = parse_seconds(value)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {seconds}")
-    return seconds
-
-
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cascade-gateway",
@@ -148,23 +141,23 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         ("--batch-queue", "CASCADE_BATCH_QUEUE", DEFAULT_BATCH_QUEUE, _queue_size,
          "batch requests allowed to wait"),
         ("--request-timeout", "CASCADE_REQUEST_TIMEOUT", DEFAULT_REQUEST_TIMEOUT,
-         _positive_seconds, "seconds a request may take in all"),
+         parse_positive_seconds, "seconds a request may take in all"),
         ("--max-attempts", "CASCADE_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS, _attempts,
          "backends tried per request"),
         ("--max-migrations", "CASCADE_MAX_MIGRATIONS", DEFAULT_MAX_MIGRATIONS, _migrations,
          "times a request may be resumed on another backend"),
         ("--backend-slack", "CASCADE_BACKEND_SLACK", DEFAULT_BACKEND_SLACK, _slack,
          "in-flight requests per backend beyond its max_batch"),
-        ("--poll-seconds", "CASCADE_POLL_SECONDS", DEFAULT_POLL_SECONDS, _positive_seconds,
+        ("--poll-seconds", "CASCADE_POLL_SECONDS", DEFAULT_POLL_SECONDS, parse_positive_seconds,
          "seconds between backend load polls"),
         ("--discovery-seconds", "CASCADE_DISCOVERY_SECONDS", DEFAULT_DISCOVERY_SECONDS,
-         _positive_seconds, "seconds between worker pod listings"),
+         parse_positive_seconds, "seconds between worker pod listings"),
         ("--interactive-ttft-slo-ms", "CASCADE_INTERACTIVE_TTFT_SLO_MS",
          DEFAULT_INTERACTIVE_TTFT_SLO_MS, _slo_ms, "interactive time-to-first-token SLO, ms"),
         ("--batch-ttft-slo-ms", "CASCADE_BATCH_TTFT_SLO_MS", DEFAULT_BATCH_TTFT_SLO_MS,
          _slo_ms, "batch time-to-first-token SLO, ms (queued batch deadlines)"),
         ("--keepalive-seconds", "CASCADE_KEEPALIVE_SECONDS", DEFAULT_KEEPALIVE_SECONDS,
-         _positive_seconds, "seconds of silence before a waiting stream gets an SSE comment"),
+         parse_positive_seconds, "seconds of silence before a waiting stream gets an SSE comment"),
     ):  # fmt: skip
         add(
             name,

@@ -42,6 +42,14 @@ def parse_seconds(value: str) -> float:
     return seconds
 
 
+def parse_positive_seconds(value: str) -> float:
+    """argparse type for a period or timeout: seconds, more than zero."""
+    seconds = parse_seconds(value)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {seconds}")
+    return seconds
+
+
 def parse_mbit(value: str) -> float:
     """argparse type for a rate in Mbit/s: a number more than 0."""
     try:

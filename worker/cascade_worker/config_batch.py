@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Mapping
 
 from cascade_api.modeldeployment import BatchSlo, InteractiveSlo
-from cascade_protocol.cli_args import int_at_least, parse_flag, parse_seconds
+from cascade_protocol.cli_args import int_at_least, parse_flag, parse_positive_seconds
 
 # The local autoscaler (serving/batch_control.py): its tick, and the ITL SLOs it steers
 # by when the operator passes none (the ModelDeployment's own defaults).
@@ -15,14 +15,6 @@ DEFAULT_INTERACTIVE_ITL_SLO_MS = InteractiveSlo().itl_ms
 DEFAULT_BATCH_ITL_SLO_MS = BatchSlo().itl_ms
 
 parse_ms = int_at_least(1, "number of milliseconds")
-
-
-def parse_tick(value: str) -> float:
-    """argparse type for a tick period: seconds, more than zero."""
-    seconds = parse_seconds(value)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {seconds}")
-    return seconds
 
 
 def add_batch_control_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -38,7 +30,7 @@ def add_batch_control_args(parser: argparse.ArgumentParser, env: Mapping[str, st
     tick = DEFAULT_ADAPTIVE_BATCH_TICK_SECONDS
     parser.add_argument(
         "--adaptive-batch-tick-seconds",
-        type=parse_tick,
+        type=parse_positive_seconds,
         default=env.get("CASCADE_ADAPTIVE_BATCH_TICK_SECONDS") or str(tick),
         help=f"the local autoscaler's window (env CASCADE_ADAPTIVE_BATCH_TICK_SECONDS, "
         f"default {tick})",
