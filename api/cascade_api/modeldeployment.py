@@ -111,6 +111,13 @@ class BatchSlo(ApiModel):
     itl_ms: int = Field(default=1000, ge=1, le=60_000, description="Inter-token latency, ms.")
 
 
+class QueueOrder(StrEnum):
+    """How the gateway orders a class's queue (cascade_protocol.queue_order)."""
+
+    ON_TIME_FIRST = "OnTimeFirst"  # late requests step behind on-time ones
+    FIFO = "FIFO"  # first come, first served, late or not
+
+
 class SloClasses(ApiModel):
     interactive: InteractiveSlo = Field(
         default_factory=InteractiveSlo,
@@ -119,6 +126,14 @@ class SloClasses(ApiModel):
     batch: BatchSlo = Field(
         default_factory=BatchSlo,
         description="Throughput requests, marked by a field or header.",
+    )
+    queue_order: QueueOrder = Field(
+        default=QueueOrder.ON_TIME_FIRST,
+        description="How the gateway orders each class's queue. OnTimeFirst: once a "
+        "queued request can no longer meet its TTFT SLO it steps behind the on-time ones "
+        "(most requests meet the SLO under a backlog; the late ones wait until no on-time "
+        "request does). FIFO: first come, first served (every request waits out the "
+        "backlog ahead of it, none longer).",
     )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from cascade_api.constants import GATEWAY_PORT
 from cascade_protocol.cli_args import add_serving_args, int_at_least, parse_positive_seconds
 from cascade_protocol.generate import RequestClass
+from cascade_protocol.queue_order import QueueOrder
 
 DISCOVERY_STATIC = "static"
 DISCOVERY_KUBERNETES = "kubernetes"
@@ -88,6 +89,8 @@ class GatewayConfig:
     # Seconds without a byte after which a waiting stream gets an SSE comment
     # (": keep-alive"), its headers sent first if need be, so proxies keep it open.
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS
+    # How a class's queue is ordered (protocol.queue_order): on time first, or FIFO.
+    queue_order: QueueOrder = QueueOrder.ON_TIME_FIRST
 
     def ttft_slo_s(self, request_class: RequestClass) -> float:
         if request_class is RequestClass.INTERACTIVE:
@@ -165,6 +168,13 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
             default=env.get(env_name, str(default)),
             help=f"{what} (env {env_name}, default {default})",
         )
+    add(
+        "--queue-order",
+        choices=[str(o) for o in QueueOrder],
+        default=env.get("CASCADE_QUEUE_ORDER") or str(QueueOrder.ON_TIME_FIRST),
+        help="OnTimeFirst (late requests step behind on-time ones) or FIFO "
+        "(env CASCADE_QUEUE_ORDER, default OnTimeFirst)",
+    )
     return parser
 
 
@@ -198,4 +208,5 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> GatewayConfig:
         interactive_ttft_slo_ms=args.interactive_ttft_slo_ms,
         batch_ttft_slo_ms=args.batch_ttft_slo_ms,
         keepalive_seconds=args.keepalive_seconds,
+        queue_order=QueueOrder(args.queue_order),
     )

@@ -160,7 +160,7 @@ def build_app(config: GatewayConfig, *, created: int | None = None) -> web.Appli
         RequestClass.INTERACTIVE: config.interactive_queue,
         RequestClass.BATCH: config.batch_queue,
     }
-    scheduler = Scheduler(pool, limits, config.backend_slack)
+    scheduler = Scheduler(pool, limits, config.backend_slack, config.queue_order)
     health = Health()
     gw = Gateway(
         config=config,

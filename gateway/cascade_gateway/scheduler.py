@@ -28,7 +28,7 @@ from cascade_gateway.demand import Ticket
 from cascade_gateway.policy import Waiter, assign, over_limit, service_order
 from cascade_gateway.router import next_wakeup, ready_count
 from cascade_protocol.generate import RequestClass
-from cascade_protocol.queue_order import late_at
+from cascade_protocol.queue_order import QueueOrder, late_at
 
 
 class QueueFull(Exception):
@@ -46,10 +46,17 @@ class _Entry:
 
 
 class Scheduler:
-    def __init__(self, pool: BackendPool, limits: Mapping[RequestClass, int], slack: int) -> None:
+    def __init__(
+        self,
+        pool: BackendPool,
+        limits: Mapping[RequestClass, int],
+        slack: int,
+        order: QueueOrder = QueueOrder.ON_TIME_FIRST,
+    ) -> None:
         self.pool = pool
         self.limits = dict(limits)
         self.slack = slack
+        self.order = order  # FIFO: no request is ever late for the service order
         self._queues: dict[RequestClass, deque[_Entry]] = {c: deque() for c in RequestClass}
         self._in_flight: dict[RequestClass, int] = dict.fromkeys(RequestClass, 0)
         self._keys = itertools.count()
@@ -86,7 +93,9 @@ class Scheduler:
         A retry (the request was accepted before, then its backend failed) goes to the
         head of its queue and is never refused for a full queue.
         """
-        late = late_at(ticket.arrived, ticket.deadline - ticket.arrived) if ticket else math.inf
+        late = math.inf
+        if ticket is not None and self.order == QueueOrder.ON_TIME_FIRST:
+            late = late_at(ticket.arrived, ticket.deadline - ticket.arrived)
         entry = _Entry(
             Waiter(next(self._keys), request_class, tried, late),
             asyncio.get_running_loop().create_future(),

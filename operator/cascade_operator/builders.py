@@ -208,6 +208,7 @@ def gateway_deployment(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfi
             {"name": "CASCADE_MODEL_NAME", "value": served_name(ref, spec)},
             {"name": "CASCADE_WORKER_SELECTOR", "value": worker_selector(ref.name)},
             {"name": "CASCADE_DISCOVERY", "value": "kubernetes"},
+            {"name": "CASCADE_QUEUE_ORDER", "value": str(spec.slo.queue_order)},
             # Queue deadlines and the batch queue's request groups (Algorithm 2).
             {"name": "CASCADE_INTERACTIVE_TTFT_SLO_MS", "value": str(spec.slo.interactive.ttft_ms)},
             {"name": "CASCADE_BATCH_TTFT_SLO_MS", "value": str(spec.slo.batch.ttft_ms)},

@@ -21,6 +21,11 @@ The gateway (`cascade_gateway.policy.service_order`) and the simulator's queues
 
 from __future__ import annotations
 
+from cascade_api.modeldeployment import QueueOrder
+
+__all__ = ["LATE_MARGIN_FRACTION", "QueueOrder", "late_at"]
+
+
 LATE_MARGIN_FRACTION = 0.1  # of the class's TTFT SLO: the time a placed request still needs
 
 

@@ -271,8 +271,10 @@ def test_only_the_scale_ups_plans_count() -> None:
 def test_the_cli_puts_host_copies_rate_and_blocks_in_the_base_spec() -> None:
     from cascade_cli.bench_burst import _spec
 
-    args = argparse.Namespace(model_uri=None, rate_mbit=8, blocks=4, host_copies=3, ttft_slo_s=2.5)
+    args = argparse.Namespace(
+        model_uri=None, rate_mbit=8, blocks=4, host_copies=3, ttft_slo_s=2.5, queue_order="FIFO"
+    )
     spec = _spec(args)
     assert spec["hostCopies"] == 3 and spec["multicast"]["rateMbit"] == 8
-    assert spec["slo"]["interactive"]["ttftMs"] == 2500
+    assert spec["slo"]["interactive"]["ttftMs"] == 2500 and spec["slo"]["queueOrder"] == "FIFO"
     assert modes.BASE_SPEC["hostCopies"] == 1  # the base is copied, not changed

@@ -7,6 +7,7 @@ import pytest
 from cascade_gateway.config import GatewayConfig, load_config, parse_backends
 from cascade_protocol.cli_args import DEFAULT_DRAIN_SECONDS
 from cascade_protocol.generate import RequestClass
+from cascade_protocol.queue_order import QueueOrder
 
 
 def test_defaults() -> None:
@@ -104,3 +105,10 @@ def test_slos_and_keepalive() -> None:
     for argv in (["--interactive-ttft-slo-ms", "0"], ["--keepalive-seconds", "0"]):
         with pytest.raises(SystemExit):
             load_config(argv, {})
+
+
+def test_queue_order() -> None:
+    assert load_config([], {}).queue_order == QueueOrder.ON_TIME_FIRST
+    assert load_config([], {"CASCADE_QUEUE_ORDER": "FIFO"}).queue_order == QueueOrder.FIFO
+    with pytest.raises(SystemExit):
+        load_config(["--queue-order", "LIFO"], {})

@@ -22,6 +22,7 @@ from cascade_gateway.router import (
 from cascade_gateway.scheduler import QueueFull, Scheduler
 from cascade_protocol.generate import RequestClass
 from cascade_protocol.load import LoadReport
+from cascade_protocol.queue_order import QueueOrder
 
 INTERACTIVE, BATCH = RequestClass.INTERACTIVE, RequestClass.BATCH
 
@@ -246,6 +247,32 @@ def test_scheduler_serves_a_request_still_on_time_before_a_late_one() -> None:
         assert not old.done()
         sched.release("a", INTERACTIVE)
         assert await old == "a"  # late, not dropped
+
+    asyncio.run(go())
+
+
+def test_a_fifo_scheduler_serves_the_late_request_first() -> None:
+    """slo.queueOrder FIFO: the same two waiters as above, served in arrival order."""
+
+    async def go() -> None:
+        pool = pool_with("a", max_batch=1)
+        clock = pool.clock
+        assert isinstance(clock, Clock)
+        sched = Scheduler(pool, {INTERACTIVE: 4, BATCH: 4}, slack=0, order=QueueOrder.FIFO)
+        await sched.acquire(INTERACTIVE)
+
+        def ticket(arrived: float) -> Ticket:
+            return Ticket(arrived=arrived, deadline=arrived + 5.0, prompt_tokens=8, max_tokens=8)
+
+        old = asyncio.create_task(sched.acquire(INTERACTIVE, ticket=ticket(clock.now)))
+        await asyncio.sleep(0)
+        clock.now += 4.0
+        fresh = asyncio.create_task(sched.acquire(INTERACTIVE, ticket=ticket(clock.now)))
+        await asyncio.sleep(0)
+        clock.now += 2.0
+        sched.release("a", INTERACTIVE)
+        assert await old == "a"
+        assert not fresh.done()
 
     asyncio.run(go())
 

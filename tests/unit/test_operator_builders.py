@@ -138,6 +138,13 @@ def test_gateway_gets_the_ttft_slos_for_its_deadlines() -> None:
     }
     assert env["CASCADE_INTERACTIVE_TTFT_SLO_MS"] == "500"
     assert env["CASCADE_BATCH_TTFT_SLO_MS"] == "60000"
+    assert env["CASCADE_QUEUE_ORDER"] == "OnTimeFirst"
+    fifo = spec(model={"uri": "file:///m"}, slo={"queueOrder": "FIFO"})
+    dep = builders.gateway_deployment(REF, fifo, CFG)
+    env = {
+        e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["CASCADE_QUEUE_ORDER"] == "FIFO"
 
 
 def test_worker_gets_the_local_autoscaler_switch_and_itl_slos() -> None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from operator_fixtures import REF, md
+from operator_fixtures import REF
+from operator_fixtures import md as base_md
 
 from cascade_api import constants as c
 from cascade_api.materialization import MaterializationPhase
+from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_operator import builders
 from cascade_operator.config import OperatorConfig
 from cascade_operator.host_copies import host_copy_pod
@@ -22,6 +24,12 @@ from cascade_operator.materialization import (
     profile_job,
 )
 from cascade_operator.observed import MdRef
+
+
+def md(**spec: Any) -> ModelDeploymentSpec:
+    """A deployment with materialization on (it is opt in) unless `spec` says."""
+    return base_md(**({"materialization": {"enabled": True}} | spec))
+
 
 CFG = OperatorConfig(worker_image="reg/cascade-worker:9")
 PVC = "pvc://models/llama/7b"

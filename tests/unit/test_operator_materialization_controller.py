@@ -34,7 +34,7 @@ def set_spec(controller: Controller, cluster: FakeCluster, **spec: Any) -> None:
 
 
 def test_the_job_follows_the_spec_and_its_outcome_is_told_once() -> None:
-    controller, cluster, _ = world(1)
+    controller, cluster, _ = world(1, materialization={"enabled": True})
     reconcile(controller)
     (job,) = jobs(cluster)
     name = job["metadata"]["name"]
