@@ -32,6 +32,7 @@ from cascade_protocol.materialize import (
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore
+    from cascade_worker.engine.startup import StartupReport
     from cascade_worker.serving.factory import EngineOptions
 
 log = logging.getLogger(__name__)
@@ -114,14 +115,12 @@ def choose(
     )
 
 
-def saved(state: MaterializedState | None, startup: object) -> float | None:
+def saved(state: MaterializedState | None, startup: StartupReport) -> float | None:
     """Seconds a restore saved: the profile run's cost minus what this start spent on
-    the same stages (KV sizing and compile) with the artifact."""
+    the same work with the artifact."""
     if state is None:
         return None
-    spent = float(getattr(startup, "kv_s", 0.0) or 0.0)
-    spent += float(getattr(startup, "compile_s", 0.0) or 0.0)
-    return round(state.profile_s - spent, 4)
+    return round(state.profile_s - startup.restorable_s, 4)
 
 
 def profile_once(model_dir: str, blocks: int, options: EngineOptions, pod: str) -> Path:

@@ -32,7 +32,12 @@ from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.engine.protocol import EngineStats, RequestRejected
 from cascade_worker.engine.requests import EngineRequest, prepare_prompt
 from cascade_worker.engine.sampling import sample
-from cascade_worker.engine.scheduler import DEFAULT_PREFILL_BUDGET, Scheduler, SchedulerOutput
+from cascade_worker.engine.scheduler import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_PREFILL_BUDGET,
+    Scheduler,
+    SchedulerOutput,
+)
 from cascade_worker.engine.sizing import DEFAULT_BLOCK_SIZE, context_length
 from cascade_worker.engine.startup import StartupOptions, StartupReport, build_local
 from cascade_worker.engine.tokenizer import EngineTokenizer
@@ -47,7 +52,7 @@ class LLMEngine:
         executor: Executor,
         tokenizer: EngineTokenizer | None,
         *,
-        max_batch: int = 8,
+        max_batch: int = DEFAULT_MAX_BATCH,
         max_model_len: int | None = None,
         prefill_budget: int = DEFAULT_PREFILL_BUDGET,
     ) -> None:
@@ -88,7 +93,7 @@ class LLMEngine:
         cls,
         store: BlockStore,
         *,
-        max_batch: int = 8,
+        max_batch: int = DEFAULT_MAX_BATCH,
         max_model_len: int | None = None,
         device: torch.device | str = "cpu",
         dtype: torch.dtype | None = None,

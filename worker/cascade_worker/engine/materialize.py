@@ -19,13 +19,13 @@ from cascade_protocol.materialize import MaterializationKey, MaterializedState
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.kv_profile import DEFAULT_GPU_MEMORY_UTILIZATION
-from cascade_worker.engine.scheduler import DEFAULT_PREFILL_BUDGET
+from cascade_worker.engine.scheduler import DEFAULT_MAX_BATCH, DEFAULT_PREFILL_BUDGET
 from cascade_worker.engine.sizing import DEFAULT_BLOCK_SIZE, KvSizing, context_length
+from cascade_worker.engine.startup import StartupReport
 from cascade_worker.engine.weights import compute_dtype
 
 # Bump when what a restore reads changes meaning: older artifacts then stop matching.
 ARTIFACT_FORMAT = 1
-DEFAULT_MAX_BATCH = 8  # LLMEngine.from_store's
 
 
 def accelerator(device: torch.device) -> str:
@@ -66,26 +66,25 @@ def start_key(
     )
 
 
-def capture(key: MaterializationKey, startup: object, *, by: str = "") -> MaterializedState:
+def capture(
+    key: MaterializationKey, startup: StartupReport | None, *, by: str = ""
+) -> MaterializedState:
     """What a start with `key` measured (its engine's `startup` report), as an artifact;
     ValueError when the start measured nothing that could be restored."""
-    sizing = getattr(startup, "kv_sizing", None)
-    if not isinstance(sizing, KvSizing):
+    if startup is None or startup.kv_sizing is None:
         raise ValueError("this start did not profile its KV cache: nothing to record")
     cache = None
     if key.compile:
         artifacts = torch.compiler.save_cache_artifacts()
         if artifacts is not None:
             cache = base64.b64encode(artifacts[0]).decode()
-    profile_s = float(getattr(startup, "kv_s", 0.0) or 0.0)
-    profile_s += float(getattr(startup, "compile_s", 0.0) or 0.0)
     return MaterializedState(
         id=key.id,
         key=key,
-        kv_sizing=sizing.to_json(),
+        kv_sizing=startup.kv_sizing.to_json(),
         compile_cache=cache,
         compile_cache_sha256=hashlib.sha256(cache.encode()).hexdigest() if cache else None,
-        profile_s=round(profile_s, 4),
+        profile_s=round(startup.restorable_s, 4),
         created_at=time.time(),
         created_by=by,
     )

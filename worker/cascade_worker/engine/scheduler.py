@@ -30,6 +30,7 @@ from cascade_worker.engine.kv_blocks import BlockAllocator, CacheConfig
 CLASS_RANK = {RequestClass.INTERACTIVE: 0, RequestClass.BATCH: 1}
 # Prompt tokens one step prefills unless the deployment says (engine.maxPrefillTokensPerStep).
 DEFAULT_PREFILL_BUDGET = 512
+DEFAULT_MAX_BATCH = 8  # running sequences, when the caller sets no bound
 
 
 @dataclass

@@ -55,6 +55,12 @@ class StartupReport:
     compile_s: float | None  # warm-up (graph compile or cache restore); None: eager
     kv_s: float = 0.0  # this start's KV profiling (0: restored or given), part of load_s
 
+    @property
+    def restorable_s(self) -> float:
+        """What this start spent on the work a materialized state replaces: KV
+        profiling and compile (a profile run records it; a restore spends less)."""
+        return self.kv_s + (self.compile_s or 0.0)
+
 
 def build_local(
     store: BlockStore,

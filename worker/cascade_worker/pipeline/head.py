@@ -34,7 +34,7 @@ from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.engine import LLMEngine
 from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.engine.kv_cache import KVCache
-from cascade_worker.engine.scheduler import DEFAULT_PREFILL_BUDGET
+from cascade_worker.engine.scheduler import DEFAULT_MAX_BATCH, DEFAULT_PREFILL_BUDGET
 from cascade_worker.engine.sizing import DEFAULT_BLOCK_SIZE, cache_config, context_length
 from cascade_worker.engine.stage import StageModel
 from cascade_worker.engine.tokenizer import EngineTokenizer
@@ -72,7 +72,7 @@ def prepare_head(
     end: int,
     stages: Sequence[str],
     *,
-    max_batch: int = 8,
+    max_batch: int = DEFAULT_MAX_BATCH,
     max_model_len: int | None = None,
     kv_cache_tokens: int | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
@@ -112,7 +112,7 @@ def head_engine(
     end: int,
     stages: Sequence[str],
     *,
-    max_batch: int = 8,
+    max_batch: int = DEFAULT_MAX_BATCH,
     max_model_len: int | None = None,
     prefill_budget: int = DEFAULT_PREFILL_BUDGET,
     kv_cache_tokens: int | None = None,

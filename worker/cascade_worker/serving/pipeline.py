@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from cascade_protocol.status import PipelineInfo, StageInfo
 from cascade_worker.control_errors import RequestError
+from cascade_worker.engine.scheduler import DEFAULT_MAX_BATCH
 from cascade_worker.serving.factory import EngineOptions, torch_dtype
 
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 
 # A head's batch bound when neither the request nor the worker's flags give one: the
 # default of LLMEngine.from_store, which builds the one-process engine.
-DEFAULT_MAX_BATCH = 8
 
 
 def check_blocks(store: BlockStore, start: int, end: int) -> None:

@@ -35,8 +35,10 @@ class Restore:
 
     def finish(self, core: object) -> None:
         """The engine is built: how many seconds the restore saved."""
-        startup = getattr(core, "startup", None)
-        if self.state is not None and startup is not None:
+        from cascade_worker.engine.startup import StartupReport
+
+        startup = getattr(core, "startup", None)  # a test's fake engine has none
+        if self.state is not None and isinstance(startup, StartupReport):
             self.info = self.info.model_copy(update={"saved_s": saved(self.state, startup)})
 
 
