@@ -2,8 +2,8 @@
 
 A profile Job records the engine's start-up state once beside the weights; each worker
 then reports whether its start restored it, profiled (nothing to restore), or refused an
-artifact recorded for another start. The values mirror cascade_protocol.materialize (the
-API types import no other component, so they are repeated here, as InstanceMode does).
+artifact recorded for another start (`MaterializationState`: the worker's report in
+cascade_protocol.materialize uses the same enum).
 """
 
 from __future__ import annotations
@@ -24,17 +24,17 @@ class MaterializationPhase(StrEnum):
     FAILED = "Failed"
 
 
-class MaterializationOutcome(StrEnum):
-    """What a worker's start did with materialized state (MaterializationState's values)."""
+class MaterializationState(StrEnum):
+    """What a worker's start did with materialized state."""
 
-    RESTORED = "restored"
-    PROFILED = "profiled"
-    REFUSED = "refused"
-    RECORDED = "recorded"
+    RESTORED = "restored"  # a matching artifact replaced profiling (and compiling)
+    PROFILED = "profiled"  # no artifact: measured at start (the cold path)
+    REFUSED = "refused"  # an artifact was offered but its key did not match: cold path
+    RECORDED = "recorded"  # a profile Job's run: measured and written
 
 
 class InstanceMaterialization(ApiModel):
-    state: MaterializationOutcome = Field(
+    state: MaterializationState = Field(
         description="restored (a matching artifact replaced profiling), profiled (none was "
         "offered), refused (an artifact for another start was offered: not used)."
     )

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from cascade_api.materialization import (
     InstanceMaterialization,
-    MaterializationOutcome,
     MaterializationPhase,
+    MaterializationState,
     MaterializationStatus,
 )
 from cascade_api.modeldeployment import InstancePhase, InstanceStatus
@@ -30,7 +30,7 @@ MAX_MESSAGE = 1000
 
 def instance_materialization(info: MaterializationInfo) -> InstanceMaterialization:
     return InstanceMaterialization(
-        state=MaterializationOutcome(info.state),
+        state=info.state,
         key=info.key,
         artifact=info.artifact,
         saved_seconds=round(info.saved_s, 2) if info.saved_s is not None else None,
@@ -53,7 +53,7 @@ def summarize(
         and i.phase not in (InstancePhase.TERMINATING, InstancePhase.FAILED)
     ]
     reports = [i.materialization for i in live if i.materialization is not None]
-    restored = [r for r in reports if r.state == MaterializationOutcome.RESTORED]
+    restored = [r for r in reports if r.state == MaterializationState.RESTORED]
     saved = [r.saved_seconds for r in restored if r.saved_seconds is not None]
     created = {p.name: p.created.timestamp() for p in pods if p.created is not None}
     newest = max(live, key=lambda i: (created.get(i.pod, 0.0), i.pod), default=None)
@@ -64,7 +64,7 @@ def summarize(
         phase=shown.phase,
         key=key or (previous.key if previous else None),
         restored=len(restored),
-        refused=sum(r.state == MaterializationOutcome.REFUSED for r in reports),
+        refused=sum(r.state == MaterializationState.REFUSED for r in reports),
         saved_seconds=round(sum(saved) / len(saved), 2) if saved else None,
     )
 
@@ -96,13 +96,12 @@ def refused_events(
     told = {
         (i.pod, i.materialization.artifact)
         for i in before
-        if i.materialization is not None
-        and i.materialization.state == MaterializationOutcome.REFUSED
+        if i.materialization is not None and i.materialization.state == MaterializationState.REFUSED
     }
     out = []
     for inst in now:
         report = inst.materialization
-        if report is None or report.state != MaterializationOutcome.REFUSED:
+        if report is None or report.state != MaterializationState.REFUSED:
             continue
         if (inst.pod, report.artifact) in told:
             continue

@@ -15,11 +15,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from cascade_api.materialization import MaterializationState
+
+__all__ = [
+    "ARTIFACT_DIR",
+    "MaterializationInfo",
+    "MaterializationKey",
+    "MaterializationState",
+    "MaterializedState",
+]
 
 # Artifacts live in this directory inside the model's directory (the weights' storage).
 ARTIFACT_DIR = ".materialized"
@@ -84,15 +93,6 @@ class MaterializedState(_Doc):
             if digest != self.compile_cache_sha256:
                 return f"artifact {self.id}: compile cache checksum mismatch"
         return None
-
-
-class MaterializationState(StrEnum):
-    """What this worker's start did with materialized state."""
-
-    RESTORED = "restored"  # a matching artifact replaced profiling (and compiling)
-    PROFILED = "profiled"  # no artifact: measured at start (the cold path)
-    REFUSED = "refused"  # an artifact was offered but its key did not match: cold path
-    RECORDED = "recorded"  # a profile Job's run: measured and written
 
 
 class MaterializationInfo(BaseModel):
