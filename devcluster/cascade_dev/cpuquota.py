@@ -146,10 +146,16 @@ def parse_quota(flavour: str, files: Mapping[str, str]) -> float | None:
     return None if quota < 0 else quota / period
 
 
+def component(pod: Mapping[str, Any]) -> str | None:
+    """The pod's `app.kubernetes.io/component` (worker, host-copy, gateway, ...)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    value = labels.get(c.LABEL_COMPONENT)
+    return str(value) if value is not None else None
+
+
 def confined(pod: Mapping[str, Any]) -> bool:
     """Whether a pod's processes belong in its node's group: all but the control plane."""
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    return labels.get(c.LABEL_COMPONENT) not in UNCONFINED_COMPONENTS
+    return component(pod) not in UNCONFINED_COMPONENTS
 
 
 def threads_placed(flavour: str, pod: Mapping[str, Any]) -> bool:
@@ -164,10 +170,7 @@ def threads_placed(flavour: str, pod: Mapping[str, Any]) -> bool:
     compute threads put themselves in the group (`ACCELERATOR_TASKS_ENV`); v2 places a
     thread apart from its process only in threaded subtrees, so there the whole process
     is confined as before."""
-    if flavour != V1:
-        return False
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    return labels.get(c.LABEL_COMPONENT) in {c.COMPONENT_WORKER, *HOST_ONLY_COMPONENTS}
+    return flavour == V1 and component(pod) in {c.COMPONENT_WORKER, *HOST_ONLY_COMPONENTS}
 
 
 def confined_from_ready(container: Mapping[str, Any]) -> bool:

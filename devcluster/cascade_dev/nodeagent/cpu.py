@@ -26,10 +26,10 @@ from cascade_api import constants as c
 from cascade_dev.cgroups import EXPOSED, CgroupError, CpuCgroups
 from cascade_dev.cpuquota import (
     ACCELERATOR_TASKS_ENV,
-    HOST_ONLY_COMPONENTS,
     V1,
     V1_TASKS,
     Hierarchy,
+    component,
     confined,
     thread_env,
     threads_placed,
@@ -91,11 +91,9 @@ class NodeCpu:
         if cores is None or cg is None or not confined(pod):
             return {}
         env = thread_env(cores, os.cpu_count() or 1)
-        seen = self._seen
-        if seen is not None and threads_placed(seen.flavour, pod):
-            labels = (pod.get("metadata") or {}).get("labels") or {}
-            if labels.get(c.LABEL_COMPONENT) not in HOST_ONLY_COMPONENTS:
-                env[ACCELERATOR_TASKS_ENV] = str(seen.group(node) / V1_TASKS)
+        # A worker's accelerator threads place themselves (a host copy has none).
+        if self._seen is not None and component(pod) == c.COMPONENT_WORKER:
+            env[ACCELERATOR_TASKS_ENV] = str(self._seen.group(node) / V1_TASKS)
         return env
 
     def confine(self, node: str, pod: Mapping[str, Any], pid: int) -> None:
