@@ -225,12 +225,20 @@ def test_scheduler_retry_jumps_the_queue_and_ignores_the_limit() -> None:
     asyncio.run(go())
 
 
-def test_scheduler_serves_a_request_still_on_time_before_a_late_one() -> None:
+@pytest.mark.parametrize(
+    ("order", "late_first"), [(QueueOrder.ON_TIME_FIRST, False), (QueueOrder.FIFO, True)]
+)
+def test_scheduler_serves_on_time_before_late_unless_fifo(
+    order: QueueOrder, late_first: bool
+) -> None:
+    """On time first (the default): a request still on time goes before a late one,
+    and the late one is served next, not dropped. slo.queueOrder FIFO: arrival order."""
+
     async def go() -> None:
         pool = pool_with("a", max_batch=1)
         clock = pool.clock
         assert isinstance(clock, Clock)
-        sched = Scheduler(pool, {INTERACTIVE: 4, BATCH: 4}, slack=0)
+        sched = Scheduler(pool, {INTERACTIVE: 4, BATCH: 4}, slack=0, order=order)
         await sched.acquire(INTERACTIVE)
 
         def ticket(arrived: float) -> Ticket:
@@ -242,37 +250,12 @@ def test_scheduler_serves_a_request_still_on_time_before_a_late_one() -> None:
         fresh = asyncio.create_task(sched.acquire(INTERACTIVE, ticket=ticket(clock.now)))
         await asyncio.sleep(0)
         clock.now += 2.0  # the first waiter is past its TTFT deadline, the second is not
+        first, second = (old, fresh) if late_first else (fresh, old)
         sched.release("a", INTERACTIVE)
-        assert await fresh == "a"
-        assert not old.done()
+        assert await first == "a"
+        assert not second.done()
         sched.release("a", INTERACTIVE)
-        assert await old == "a"  # late, not dropped
-
-    asyncio.run(go())
-
-
-def test_a_fifo_scheduler_serves_the_late_request_first() -> None:
-    """slo.queueOrder FIFO: the same two waiters as above, served in arrival order."""
-
-    async def go() -> None:
-        pool = pool_with("a", max_batch=1)
-        clock = pool.clock
-        assert isinstance(clock, Clock)
-        sched = Scheduler(pool, {INTERACTIVE: 4, BATCH: 4}, slack=0, order=QueueOrder.FIFO)
-        await sched.acquire(INTERACTIVE)
-
-        def ticket(arrived: float) -> Ticket:
-            return Ticket(arrived=arrived, deadline=arrived + 5.0, prompt_tokens=8, max_tokens=8)
-
-        old = asyncio.create_task(sched.acquire(INTERACTIVE, ticket=ticket(clock.now)))
-        await asyncio.sleep(0)
-        clock.now += 4.0
-        fresh = asyncio.create_task(sched.acquire(INTERACTIVE, ticket=ticket(clock.now)))
-        await asyncio.sleep(0)
-        clock.now += 2.0
-        sched.release("a", INTERACTIVE)
-        assert await old == "a"
-        assert not fresh.done()
+        assert await second == "a"  # late or not, never dropped
 
     asyncio.run(go())
 
