@@ -69,6 +69,12 @@ def generated(url: str, body: dict[str, Any]) -> list[int]:
     return [t for c in chunks for t in c["token_ids"]]
 
 
+def pod_ready(pod: dict[str, Any]) -> bool:
+    """The pod's Ready condition is True."""
+    conds = pod["status"].get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
 class Namespace:
     """One test namespace on the local cluster, and the pods of its ModelDeployments."""
 
@@ -80,21 +86,23 @@ class Namespace:
         return self.dev.kubectl("-n", self.ns, *args, stdin=stdin, check=check).stdout
 
     def worker_pods(self, md: str) -> list[dict[str, Any]]:
-        selector = f"cascade.dev/deployment={md},app.kubernetes.io/component=worker"
+        return self._pods(md, "worker")
+
+    def host_copies(self, md: str) -> list[dict[str, Any]]:
+        """The deployment's live host-copy pods, by name."""
+        return self._pods(md, "host-copy")
+
+    def _pods(self, md: str, component: str) -> list[dict[str, Any]]:
+        selector = f"cascade.dev/deployment={md},app.kubernetes.io/component={component}"
         pods = json.loads(self.kubectl("get", "pods", "-l", selector, "-o", "json"))["items"]
         live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         return sorted(live, key=lambda p: p["metadata"]["name"])
 
     def ready_pods(self, md: str) -> list[dict[str, Any]]:
-        return [
-            p
-            for p in self.worker_pods(md)
-            if p["status"].get("podIP")
-            and any(
-                c["type"] == "Ready" and c["status"] == "True"
-                for c in p["status"].get("conditions", [])
-            )
-        ]
+        return [p for p in self.worker_pods(md) if p["status"].get("podIP") and pod_ready(p)]
+
+    def md_status(self, md: str) -> dict[str, Any]:
+        return dict(json.loads(self.kubectl("get", "md", md, "-o", "json")).get("status") or {})
 
     def apply_model(self, name: str, replicas: int, model: Path = EXAMPLE_MODEL) -> None:
         """kubectl apply a ModelDeployment of the checkpoint at `model` (file:// URI)."""

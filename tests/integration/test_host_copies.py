@@ -25,6 +25,7 @@ from integration_helpers import (
     generated,
     model_deployment,
     namespace_with_operator,
+    pod_ready,
     small_model,
 )
 
@@ -34,7 +35,6 @@ from cascade_dev.testing import DevCluster, wait_for
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 MD = "pooled"
-HOSTS = f"cascade.dev/deployment={MD},app.kubernetes.io/component=host-copy"
 ASK = {"request_id": "r", "prompt": "Hello host", "params": {"max_tokens": 12, "temperature": 0}}
 
 
@@ -44,23 +44,9 @@ def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
         yield ns
 
 
-def host_pods(ns: Namespace) -> list[dict[str, Any]]:
-    pods = json.loads(ns.kubectl("get", "pods", "-l", HOSTS, "-o", "json"))["items"]
-    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-
-
-def ready(pod: dict[str, Any]) -> bool:
-    conds = pod["status"].get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
-
-
 def copies_ready(ns: Namespace, n: int) -> bool:
-    pods = host_pods(ns)
-    return len(pods) == n and all(ready(p) for p in pods)
-
-
-def md_status(ns: Namespace) -> dict[str, Any]:
-    return dict(json.loads(ns.kubectl("get", "md", MD, "-o", "json")).get("status") or {})
+    pods = ns.host_copies(MD)
+    return len(pods) == n and all(pod_ready(p) for p in pods)
 
 
 def scale(ns: Namespace, replicas: int) -> None:
@@ -86,7 +72,7 @@ def test_host_copies_serve_scale_from_zero_and_survive_losses(
     ns.kubectl("apply", "--validate=false", "-f", "-", stdin=yaml.safe_dump(manifest))
     wait_for("1 instance Ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)
     wait_for("2 host copies Ready", lambda: copies_ready(ns, 2), timeout=240)
-    nodes = {p["spec"]["nodeName"] for p in host_pods(ns)}
+    nodes = {p["spec"]["nodeName"] for p in ns.host_copies(MD)}
     assert len(nodes) == 2, "host copies share a node"
     before = tokens(ns)
 
@@ -96,7 +82,7 @@ def test_host_copies_serve_scale_from_zero_and_survive_losses(
 
     scale(ns, 0)
     wait_for("no instance", lambda: ns.worker_pods(MD) == [], timeout=120)
-    shown = md_status(ns)["hostCopies"]
+    shown = ns.md_status(MD)["hostCopies"]
     print("status.hostCopies at replicas 0:", shown)
     assert len(shown) == 2 and all(h["ready"] for h in shown)
     assert len({h["bytesHeld"] for h in shown}) == 1 and shown[0]["bytesHeld"] > 0
@@ -112,11 +98,11 @@ def test_host_copies_serve_scale_from_zero_and_survive_losses(
     assert tokens(ns) == before
 
     # One host copy lost: re-created and filled from the other (storage is gone).
-    kept = {p["metadata"]["name"] for p in host_pods(ns)}
+    kept = {p["metadata"]["name"] for p in ns.host_copies(MD)}
     lost = sorted(kept)[0]
     ns.kubectl("delete", "pod", lost, "--wait=false")
     wait_for("the lost host copy re-created", lambda: copies_ready(ns, 2), timeout=240)
-    (new,) = {p["metadata"]["name"] for p in host_pods(ns)} - kept
+    (new,) = {p["metadata"]["name"] for p in ns.host_copies(MD)} - kept
     refill = [p for p in plans_for(ns, new) if p["status"].get("phase") == "Completed"]
     assert refill, f"{new} was not filled by a plan"
     print(f"{lost} lost; {new} filled from", refill[0]["spec"]["sources"])
@@ -127,7 +113,7 @@ def test_host_copies_serve_scale_from_zero_and_survive_losses(
     scale(ns, 0)
     ns.kubectl("patch", "md", MD, "--type=merge", "-p", '{"spec":{"hostCopies":1}}')
     wait_for("one host copy left", lambda: copies_ready(ns, 1), timeout=120)
-    (only,) = host_pods(ns)
+    (only,) = ns.host_copies(MD)
     ns.kubectl("delete", "pod", only["metadata"]["name"], "--wait=false")
     wait_for("the only host copy re-created", lambda: copies_ready(ns, 1), timeout=240)
     scale(ns, 1)

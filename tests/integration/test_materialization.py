@@ -13,7 +13,6 @@ start does, and generates the same greedy tokens.
 
 from __future__ import annotations
 
-import json
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from integration_helpers import (
     generated,
     model_deployment,
     namespace_with_operator,
+    pod_ready,
     small_model,
 )
 
@@ -37,7 +37,6 @@ from cascade_protocol.status import StartupStage, WorkerStatus
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 MD = "recorded"
-HOSTS = f"cascade.dev/deployment={MD},app.kubernetes.io/component=host-copy"
 ASK = {"request_id": "r", "prompt": "Hello state", "params": {"max_tokens": 10, "temperature": 0}}
 
 
@@ -47,19 +46,10 @@ def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
         yield ns
 
 
-def md_status(ns: Namespace) -> dict[str, Any]:
-    return dict(json.loads(ns.kubectl("get", "md", MD, "-o", "json")).get("status") or {})
-
-
 def host_copy_ready(ns: Namespace) -> str | None:
-    pods = json.loads(ns.kubectl("get", "pods", "-l", HOSTS, "-o", "json"))["items"]
-    for p in pods:
-        conds = p["status"].get("conditions") or []
-        if not p["metadata"].get("deletionTimestamp") and any(
-            c["type"] == "Ready" and c["status"] == "True" for c in conds
-        ):
-            return str(p["metadata"]["name"])
-    return None
+    """The name of a Ready host copy, if one is."""
+    ready = [p["metadata"]["name"] for p in ns.host_copies(MD) if pod_ready(p)]
+    return str(ready[0]) if ready else None
 
 
 def start_one(ns: Namespace) -> tuple[WorkerStatus, list[int]]:
@@ -108,8 +98,8 @@ def test_a_recorded_start_is_restored_and_a_foreign_one_refused(
     ns.kubectl("apply", "--validate=false", "-f", "-", stdin=yaml.safe_dump(manifest))
 
     def recorded() -> bool:
-        phase = (md_status(ns).get("materialization") or {}).get("phase")
-        assert phase != "Failed", md_status(ns)
+        phase = (ns.md_status(MD).get("materialization") or {}).get("phase")
+        assert phase != "Failed", ns.md_status(MD)
         return phase == "Succeeded"
 
     wait_for("the profile Job recorded the start-up state", recorded, timeout=300)
@@ -127,7 +117,7 @@ def test_a_recorded_start_is_restored_and_a_foreign_one_refused(
     assert info.saved_s is not None and info.saved_s > 0
     assert startup is not None and startup.weights_from == "host"
     assert startup.stages[StartupStage.KV_SIZING] < 0.05  # restored, not profiled
-    shown = md_status(ns)
+    shown = ns.md_status(MD)
     (entry,) = shown["instances"]
     assert entry["materialization"]["state"] == "restored", entry
     assert shown["materialization"]["restored"] >= 1

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from integration_helpers import model_deployment
+from integration_helpers import model_deployment, pod_ready
 
 from cascade_dev.testing import wait_for
 
@@ -121,13 +121,7 @@ def condition(k: Kubectl, md: str, type_: str) -> dict[str, Any]:
 
 
 def ready_workers(k: Kubectl, md: str) -> int:
-    return sum(
-        any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in p["status"].get("conditions", [])
-        )
-        for p in k.worker_pods(md)
-    )
+    return sum(pod_ready(p) for p in k.worker_pods(md))
 
 
 def test_sample_becomes_available_with_printer_columns(
