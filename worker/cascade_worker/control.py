@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore
     from cascade_worker.multicast.result import NodeResult
     from cascade_worker.multicast.runner import MulticastNode, NodeOptions
+    from cascade_worker.transport.shared import SharedServer
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,17 @@ class Control:
     # control layer itself knows nothing of serving.
     transfer_hooks: Callable[[TransferRequest], NodeHooks] | None = None
     startup: Startup = field(default_factory=Startup)  # registered by add_control
+    data_port: SharedServer[Any] | None = None  # bound by the first transfer, kept
+
+    def data_listener(self) -> SharedServer[Any]:
+        """The data port every transfer of this worker borrows (transport/shared.py)."""
+        if self.data_port is None:
+            from cascade_worker.multicast.frames import CODEC
+            from cascade_worker.transport.shared import SharedServer
+
+            config = self.config
+            self.data_port = SharedServer(CODEC, config.host, config.data_port, name="data")
+        return self.data_port
 
     def spawn(self, job: Awaitable[Any]) -> None:
         task: asyncio.Task[Any] = asyncio.ensure_future(job)
@@ -229,7 +241,7 @@ async def _run_transfer(ctl: Control, req: TransferRequest, store: BlockStore | 
         node = node_class(
             req.plan, me, store, host=ctl.config.host, port=ctl.config.data_port,
             options=paced(ctl.options, req.send_bytes_per_s), on_result=hooks.on_result,
-            on_layers_ready=hooks.on_layers_ready,
+            on_layers_ready=hooks.on_layers_ready, listener=ctl.data_listener(),
         )  # fmt: skip
         state.node = node
         result = await node.run(dict(req.peers))

@@ -40,6 +40,7 @@ from cascade_worker.serving.control_routes import add_serving
 from cascade_worker.serving.factory import EngineFactory, default_engine_factory
 from cascade_worker.serving.report import serving_status
 from cascade_worker.startup import Startup, rss_bytes
+from cascade_worker.transport.env import stop_notifier, use_notifier_thread
 
 log = logging.getLogger("cascade_worker")
 
@@ -139,7 +140,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if config.materialize_once:
         return materialize(config)
-    asyncio.run(run(config))
+    # All the worker's UCX traffic runs on its one loop (transfers, pipeline head and
+    # stage): the notifier thread wakes it instead of every request spinning on it.
+    use_notifier_thread()
+    try:
+        asyncio.run(run(config))
+    finally:
+        stop_notifier()
     return 0
 
 

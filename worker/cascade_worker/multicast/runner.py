@@ -1,6 +1,7 @@
 """One node of a multicast transfer: server, control handshake, receive, report.
 
     node = MulticastNode(spec, "pod-a", store)      # store=None: get the manifest
+                                                     # listener=: a port the process keeps
     address = await node.start()                     # listen (port 0 = any free port)
     result = await node.run(peers)                   # {pod: "host:port"} for every pod
 
@@ -33,7 +34,7 @@ from cascade_worker.multicast.result import NodeResult, arrivals, completion
 from cascade_worker.multicast.roles import Role, role_for
 from cascade_worker.multicast.serve import BlockServer
 from cascade_worker.transport.pool import EndpointPool
-from cascade_worker.transport.server import Server
+from cascade_worker.transport.shared import SharedServer, own_or_lent
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class MulticastNode:
         options: NodeOptions | None = None,
         on_result: Callable[[NodeResult], None] | None = None,
         on_layers_ready: Callable[[int, int], None] | None = None,
+        listener: SharedServer[FrameT] | None = None,
     ) -> None:
         self.spec = spec
         self.role: Role = role_for(spec, me)
@@ -82,7 +84,7 @@ class MulticastNode:
             corrupt={b: 1 for b in opts.corrupt_blocks},
             order=StepOrder(self.role.outgoing, opts.stall_timeout_s),
         )
-        self.server: Server[FrameT] = Server(self.blocks.handle, CODEC, host, port, name=me)
+        self.server = own_or_lent(listener, self.blocks.handle, CODEC, host, port, me)
         self.pool: EndpointPool[FrameT] = EndpointPool(CODEC)
         self.coordinator: Coordinator | None = None
         if self.role.leader == me:

@@ -49,7 +49,7 @@ from cascade_worker.pipeline.wire import recv_tensor, send_tensor, spec_of
 from cascade_worker.transport.endpoint import Endpoint, TransportError
 from cascade_worker.transport.frames import FrameError
 from cascade_worker.transport.pool import EndpointPool
-from cascade_worker.transport.server import Server
+from cascade_worker.transport.shared import SharedServer, own_or_lent
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class StageServer:
         port: int = 0,
         device: torch.device | str = "cpu",
         connect_timeout_s: float = 5.0,
+        listener: SharedServer[PipelineFrame] | None = None,
     ) -> None:
         self.config = config
         self.weights = weights
@@ -97,7 +98,7 @@ class StageServer:
         self.device = torch.device(device)
         self.fingerprint = model_fingerprint(config)
         self.name = f"stage[{weights.start}:{weights.end}]"
-        self._server = Server(self._handle, CODEC, host, port, name=self.name)
+        self._server = own_or_lent(listener, self._handle, CODEC, host, port, self.name)
         self._pool = EndpointPool(CODEC, connect_timeout_s=connect_timeout_s)
         # The forward runs on the node's accelerator (the dev cluster: its quota).
         self._threads = ThreadPoolExecutor(1, "stage-forward", accelerator.enter)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from cascade_worker.pipeline.head import PreparedHead
     from cascade_worker.pipeline.server import StageServer
     from cascade_worker.pipeline.splits import SplitPolicy
+    from cascade_worker.transport.shared import SharedServer
 
 # A head's batch bound when neither the request nor the worker's flags give one: the
 # default of LLMEngine.from_store, which builds the one-process engine.
@@ -62,10 +63,19 @@ class StageRole:
         return StageInfo(layers=self.layers, address=address, covered_at=self.covered_at)
 
 
+def pipeline_listener(host: str, port: int) -> SharedServer[Any]:
+    """The pipeline port this worker's stage roles borrow in turn (transport/shared.py)."""
+    from cascade_worker.pipeline.frames import CODEC
+    from cascade_worker.transport.shared import SharedServer
+
+    return SharedServer(CODEC, host, port, name="pipeline")
+
+
 async def start_stage_server(
-    store: BlockStore, role: StageRole, options: EngineOptions, host: str, port: int
+    store: BlockStore, role: StageRole, options: EngineOptions, listener: SharedServer[Any]
 ) -> StageServer:
-    """Load the stage's weights (on a thread: a device copy) and listen, on this loop."""
+    """Load the stage's weights (on a thread: a device copy) and listen on `listener`
+    (this loop's)."""
     from cascade_worker.engine.config import ModelConfig
     from cascade_worker.engine.weights import load_stage_weights
     from cascade_worker.pipeline.server import StageServer
@@ -77,7 +87,7 @@ async def start_stage_server(
     weights = await asyncio.to_thread(
         load_stage_weights, store, config, start, end, device=device, dtype=dtype
     )
-    server = StageServer(config, weights, host=host, port=port, device=device)
+    server = StageServer(config, weights, listener=listener, device=device)
     return await server.start()
 
 

@@ -51,6 +51,7 @@ from cascade_worker.serving.pipeline import (
     build_head,
     check_blocks,
     local_stage,
+    pipeline_listener,
     start_stage_server,
     switch_to_local,
 )
@@ -89,6 +90,8 @@ class Serving:
         self.stage: StageRole | None = None  # serving as a pipeline stage instead
         self.batch: BatchControl | None = None  # the local autoscaler (--adaptive-batch)
         self.restore: Restore | None = None  # the last start's materialized state
+        # Bound by the first stage role, kept for the next ones (transport/shared.py).
+        self.pipeline_port = pipeline_listener(config.host, config.pipeline_port)
         metrics.read_load_from(self.load_now)
 
     def options(self, max_batch: int | None = None, max_len: int | None = None) -> EngineOptions:
@@ -189,11 +192,8 @@ class Serving:
         """Listen as the claimed stage on the pipeline port; failures land in status."""
         role = self.stage
         assert role is not None
-        config = self.config
         try:
-            server = await start_stage_server(
-                store, role, options, config.host, config.pipeline_port
-            )
+            server = await start_stage_server(store, role, options, self.pipeline_port)
         except Exception as exc:
             log.exception("stage start failed")
             self.error = f"stage {list(role.layers)} start failed: {exc}"

@@ -104,14 +104,22 @@ class Server(Generic[F]):
                 self._tasks.discard(task)
             await ep.close()
 
-    async def close(self) -> None:
-        """Stop listening and drop every open connection."""
+    @property
+    def listening(self) -> bool:
+        return self._listener is not None
+
+    async def drop_connections(self) -> None:
+        """Drop every open connection and wait for their handlers; keep listening."""
         for ep in list(self._connections):
             ep.abort()
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=5)
+
+    async def close(self) -> None:
+        """Stop listening and drop every open connection."""
+        await self.drop_connections()
         if self._listener is not None:
             # UCX retires a finished handler one loop turn later; closing before that logs
             # a spurious "handlers still alive" warning.
