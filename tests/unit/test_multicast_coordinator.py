@@ -14,7 +14,8 @@ from typing import Any, cast
 
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.multicast.coordinator import Coordinator
-from cascade_worker.multicast.frames import Done, FrameT, Hello, Ready, Shutdown, Start
+from cascade_worker.multicast.frames import Alive, Done, FrameT, Hello, Ready, Shutdown, Start
+from cascade_worker.transport.endpoint import TransportError
 
 
 class SlowEndpoint:
@@ -80,3 +81,52 @@ def test_a_node_that_left_before_reporting_does_not_hold_the_leader() -> None:
         return waited
 
     assert asyncio.run(scenario()) < 1.0
+
+
+class Heartbeats(SlowEndpoint):
+    """A receiving node that beats `beats` times, `every_s` apart, then reports done, or
+    (`dies`) falls silent with its connection open, as a node lost without a reset."""
+
+    def __init__(self, node: str, beats: int, every_s: float, dies: bool) -> None:
+        super().__init__(node, 0.0)
+        alive: list[FrameT] = [Alive(node=node)] * beats
+        self.inbox = [Ready(node=node), *alive] + ([] if dies else [Done(node=node)])
+        self.every_s = every_s
+        self.aborted = asyncio.Event()
+
+    def abort(self) -> None:
+        self.aborted.set()
+
+    async def recv_frame(self, timeout: float | None = None) -> FrameT:
+        if self.sent:  # after `start`: one frame per beat, then silence
+            delay = self.every_s if self.inbox else 3600.0
+            try:
+                await asyncio.wait_for(self.aborted.wait(), delay)
+                raise TransportError("endpoint aborted")
+            except TimeoutError:
+                pass
+        return self.inbox.pop(0)
+
+
+def test_a_heartbeating_node_is_waited_for_and_a_silent_one_is_given_up() -> None:
+    async def scenario() -> tuple[float, dict[str, Done | None]]:
+        coord = Coordinator("leader", ["leader", "slow", "lost"], no_store, silence_s=0.5)
+        eps = {
+            # Reports after 1.2 s, longer than the silence bound, beating meanwhile.
+            "slow": Heartbeats("slow", beats=5, every_s=0.2, dies=False),
+            "lost": Heartbeats("lost", beats=1, every_s=0.2, dies=True),
+        }
+        talks = [
+            asyncio.create_task(coord.converse(cast(Any, ep), Hello(node=n)))
+            for n, ep in eps.items()
+        ]
+        began = await coord.start_when_ready(5.0)
+        await coord.finish_when_done(60.0)
+        waited = time.monotonic() - began
+        await asyncio.gather(*talks, return_exceptions=True)
+        return waited, coord.done
+
+    waited, done = asyncio.run(scenario())
+    assert done["lost"] is None
+    assert isinstance(done["slow"], Done)
+    assert 1.1 < waited < 5.0  # the slow node was waited for; the lost one did not hold

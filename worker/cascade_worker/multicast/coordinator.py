@@ -10,13 +10,17 @@ times from different nodes share one origin up to one control-message latency (t
 microseconds on a LAN); connection set-up is entirely before it.
 
 End: each node reports `done` (with the blocks it is missing) when its own transfer
-ends, but keeps serving, because peers downstream may still pull from it. When every
-participant has reported (a node whose control channel drops counts as finished), or the
-deadline passes, the leader sends `shutdown` and everyone exits. The leader closes only
-once every `shutdown` has left (bounded by `SHUTDOWN_FLUSH_S`): a source on a quota'd
-node is busy serving, its control handlers can wait out CPU periods, and a channel closed
-under an unsent `shutdown` reads to the receiver as a dead leader, which then lingers
-(`NodeOptions.linger_s`, 10 s) before it reports, so it served 10 s late in a burst.
+ends, but keeps serving, because peers downstream may still pull from it. Until then it
+says `alive` every `heartbeat_s`: a node gone without closing its connection (its node
+lost, its packets black-holed, TCP retrying for many minutes) is silent, and after
+`silence_s` counts as finished, so the leader (which the operator's repair plan needs as
+a source) is not held to the deadline. When every participant has reported (a node whose
+control channel drops counts as finished), or the deadline passes, the leader sends
+`shutdown` and everyone exits. The leader closes only once every `shutdown` has left
+(bounded by `SHUTDOWN_FLUSH_S`): a source on a quota'd node is busy serving, its control
+handlers can wait out CPU periods, and a channel closed under an unsent `shutdown` reads
+to the receiver as a dead leader, which then lingers (`NodeOptions.linger_s`, 10 s)
+before it reports, so it served 10 s late in a burst.
 """
 
 from __future__ import annotations
@@ -27,7 +31,16 @@ import time
 from collections.abc import Callable, Iterable
 
 from cascade_worker.blocks.store import BlockStore
-from cascade_worker.multicast.frames import Done, FrameT, Hello, Manifest, Ready, Shutdown, Start
+from cascade_worker.multicast.frames import (
+    Alive,
+    Done,
+    FrameT,
+    Hello,
+    Manifest,
+    Ready,
+    Shutdown,
+    Start,
+)
 from cascade_worker.transport.endpoint import Endpoint
 from cascade_worker.transport.frames import FrameError
 
@@ -37,8 +50,15 @@ SHUTDOWN_FLUSH_S = 5.0  # the longest the leader waits for its `shutdown` frames
 
 
 class Coordinator:
-    def __init__(self, me: str, participants: Iterable[str], store: Callable[[], BlockStore]):
+    def __init__(
+        self,
+        me: str,
+        participants: Iterable[str],
+        store: Callable[[], BlockStore],
+        silence_s: float = 15.0,
+    ):
         self.me = me
+        self.silence_s = silence_s  # a receiving node silent this long has left
         self.members = set(participants) - {me}
         self.expected = set(self.members)  # whose reports the leader waits for
         self._store = store
@@ -83,7 +103,7 @@ class Coordinator:
             self._check()
             await self.started.wait()
             await ep.send_frame(Start())
-            frame = await ep.recv_frame()
+            frame = await self._next_report(ep, node)
             if not isinstance(frame, Done):
                 raise FrameError(f"expected done from {node}, got {frame.kind!r}")
             self.done[node] = frame
@@ -96,6 +116,27 @@ class Coordinator:
                 self.done[node] = None
             self._ended.add(node)
             self._check()
+
+    async def _next_report(self, ep: Endpoint[FrameT], node: str) -> FrameT:
+        """The node's next frame after its heartbeats. A node silent for `silence_s` is
+        cut off: its endpoint aborted, the pending receive fails. (A watchdog, not a
+        receive timeout: a receive cancelled by a timeout leaves ucxx holding the
+        endpoint, and with it the listener's port, after the server closed.)"""
+        heard = time.monotonic()
+
+        async def watch() -> None:
+            while time.monotonic() - heard <= self.silence_s:
+                await asyncio.sleep(self.silence_s / 5)
+            log.warning("leader: %s silent for %.0fs; counted as gone", node, self.silence_s)
+            ep.abort()
+
+        watchdog = asyncio.ensure_future(watch())
+        try:
+            while isinstance(frame := await ep.recv_frame(), Alive):
+                heard = time.monotonic()
+            return frame
+        finally:
+            watchdog.cancel()
 
     async def start_when_ready(self, timeout_s: float) -> float:
         """Wait for every participant (bounded), then start; returns time zero (monotonic)."""

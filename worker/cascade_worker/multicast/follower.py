@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 
-from cascade_worker.multicast.frames import Done, FrameT, Hello, Manifest, Ready, Start
+from cascade_worker.multicast.frames import Alive, Done, FrameT, Hello, Manifest, Ready, Start
 from cascade_worker.multicast.result import NodeResult
 from cascade_worker.transport.endpoint import Endpoint, TransportError
 from cascade_worker.transport.frames import FrameError
@@ -33,12 +33,22 @@ async def prewarm(pool: EndpointPool[FrameT], addresses: list[str], within_s: fl
 
 
 class LeaderLink:
-    def __init__(self, pool: EndpointPool[FrameT], address: str, me: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        pool: EndpointPool[FrameT],
+        address: str,
+        me: str,
+        timeout_s: float,
+        heartbeat_s: float = 3.0,
+    ) -> None:
         self.pool = pool
         self.address = address
         self.me = me
         self.timeout_s = timeout_s
+        self.heartbeat_s = heartbeat_s
         self._ep: Endpoint[FrameT] | None = None
+        self._beating: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
 
     async def _connect(self) -> Endpoint[FrameT]:
         give_up = time.monotonic() + self.timeout_s
@@ -70,10 +80,31 @@ class LeaderLink:
         frame = await self._ep.recv_frame(timeout=self.timeout_s * 2)
         if not isinstance(frame, Start):
             raise FrameError(f"expected start, got {frame.kind!r}")
+        self._beating = asyncio.ensure_future(self._beat(self._ep))
+
+    async def _beat(self, ep: Endpoint[FrameT]) -> None:
+        """`alive` until `done` (coordinator.py says why); whole frames only, so `done`
+        waits for a beat in flight instead of cancelling it half sent."""
+        while True:
+            try:
+                await asyncio.wait_for(self._stop.wait(), self.heartbeat_s)
+                return
+            except TimeoutError:
+                pass
+            try:
+                await ep.send_frame(Alive(node=self.me))
+            except TransportError:
+                return  # the leader is gone: `done` finds out and lingers
+
+    async def _stop_beating(self) -> None:
+        self._stop.set()
+        if self._beating is not None:
+            await self._beating
 
     async def done(self, result: NodeResult, wait_s: float, linger_s: float) -> None:
         """Report, then keep the node up until `shutdown` (or linger_s if the leader is gone)."""
         assert self._ep is not None
+        await self._stop_beating()
         try:
             await self._ep.send_frame(
                 Done(node=self.me, missing=result.missing, complete_s=result.complete_s)

@@ -64,6 +64,14 @@ class Done(_Frame):
     complete_s: float | None = None
 
 
+class Alive(_Frame):
+    """A follower's heartbeat between `start` and `done`: a peer that died without
+    closing its connection (its node gone, its packets black-holed) shows as silence."""
+
+    kind: Literal["alive"] = "alive"
+    node: str
+
+
 class Shutdown(_Frame):
     kind: Literal["shutdown"] = "shutdown"
 
@@ -98,11 +106,31 @@ class Unavailable(_Frame):
 
 
 Frame = Annotated[
-    Hello | Manifest | Ready | Start | Done | Shutdown | Attach | Fetch | BlockHeader | Unavailable,
+    Hello
+    | Manifest
+    | Ready
+    | Start
+    | Alive
+    | Done
+    | Shutdown
+    | Attach
+    | Fetch
+    | BlockHeader
+    | Unavailable,
     Field(discriminator="kind"),
 ]
 FrameT = (
-    Hello | Manifest | Ready | Start | Done | Shutdown | Attach | Fetch | BlockHeader | Unavailable
+    Hello
+    | Manifest
+    | Ready
+    | Start
+    | Alive
+    | Done
+    | Shutdown
+    | Attach
+    | Fetch
+    | BlockHeader
+    | Unavailable
 )
 
 CODEC: FrameCodec[FrameT] = FrameCodec(TypeAdapter(Frame))

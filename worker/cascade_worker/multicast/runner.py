@@ -46,6 +46,8 @@ class NodeOptions:
     chunk_bytes: int = 512 * 1024
     depth: int = 4  # chunk messages in flight per transfer
     stall_timeout_s: float = 30.0  # no progress from a peer for this long = peer is gone
+    heartbeat_s: float = 3.0  # a receiver's `alive` to the leader until it reports done
+    silence_s: float = 15.0  # the leader counts a receiver silent this long as gone
     ready_timeout_s: float = 60.0  # how long the leader waits for everyone to be ready
     deadline_s: float = 600.0  # a receiver stops and reports missing blocks after this
     linger_s: float = 10.0  # keep serving this long after finishing if the leader is gone
@@ -90,7 +92,9 @@ class MulticastNode:
         if self.role.leader == me:
             if store is None:
                 raise ValueError("the leader is a source and needs its store")
-            self.coordinator = Coordinator(me, self.role.participants, lambda: store)
+            self.coordinator = Coordinator(
+                me, self.role.participants, lambda: store, self.options.silence_s
+            )
             self.blocks.control = self.coordinator.converse
         self.progress: BlockProgress  # set by _adopt once the store exists
         self._layer_events: list[tuple[float, int, int]] = []
@@ -149,7 +153,9 @@ class MulticastNode:
 
     async def _follow(self, peers: Mapping[str, str]) -> NodeResult:
         opts, role = self.options, self.role
-        link = LeaderLink(self.pool, peers[role.leader], self.me, opts.ready_timeout_s)
+        link = LeaderLink(
+            self.pool, peers[role.leader], self.me, opts.ready_timeout_s, opts.heartbeat_s
+        )
         sent = await link.hello(self.store.manifest.digest if self.store else None)
         if sent is not None:
             store = BlockStore(sent.manifest)
