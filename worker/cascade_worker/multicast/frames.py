@@ -105,20 +105,6 @@ class Unavailable(_Frame):
     reason: str = ""
 
 
-Frame = Annotated[
-    Hello
-    | Manifest
-    | Ready
-    | Start
-    | Alive
-    | Done
-    | Shutdown
-    | Attach
-    | Fetch
-    | BlockHeader
-    | Unavailable,
-    Field(discriminator="kind"),
-]
 FrameT = (
     Hello
     | Manifest
@@ -132,5 +118,6 @@ FrameT = (
     | BlockHeader
     | Unavailable
 )
+Frame = Annotated[FrameT, Field(discriminator="kind")]
 
 CODEC: FrameCodec[FrameT] = FrameCodec(TypeAdapter(Frame))
