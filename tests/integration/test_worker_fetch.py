@@ -9,6 +9,7 @@ and block checksums, and once serving again generate pod 0's greedy tokens.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,14 +39,24 @@ def test_pod_fetches_model_from_peer_pod(cluster: Namespace, tmp_path: Path) -> 
     a = f"http://{src['status']['podIP']}:{WORKER_PORT}"
     b = f"http://{dst['status']['podIP']}:{WORKER_PORT}"
     # Both loaded the checkpoint at start and serve it. Pod 1 stops serving and drops
-    # its copy for the one it fetches from pod 0.
+    # its copy for the one it fetches from pod 0. The operator serves a pod that holds
+    # the whole model and runs no engine, so it may serve pod 1 again between the drain
+    # and the fetch (a fetch then answers 409): drain and ask again until one is taken.
     assert http("GET", f"{a}/v1/status")[1]["engine"] == "serving"
-    status, doc = http("POST", f"{b}/v1/control/drain", {})
-    assert status == 202, doc
-    wait_for("pod 1 drained", lambda: http("GET", f"{b}/v1/status")[1]["engine"] == "off")
 
-    status, doc = http("POST", f"{b}/v1/control/fetch", {"peer": src["status"]["podIP"]})
-    assert status == 202, doc
+    def drained_then_fetching() -> bool:
+        status, doc = http("POST", f"{b}/v1/control/drain", {})
+        assert status == 202, doc
+        off = time.monotonic() + 5.0
+        while http("GET", f"{b}/v1/status")[1]["engine"] != "off":
+            if time.monotonic() > off:
+                return False
+            time.sleep(0.02)
+        status, doc = http("POST", f"{b}/v1/control/fetch", {"peer": src["status"]["podIP"]})
+        assert status in (202, 409), doc
+        return status == 202
+
+    wait_for("pod 1 drained and fetching", drained_then_fetching, timeout=120)
     wait_for(
         "pod 1 fetched",
         lambda: http("GET", f"{b}/v1/status")[1]["phase"] in ("ready", "failed"),

@@ -54,6 +54,7 @@ class Fetcher:
         self.stall_timeout_s = stall_timeout_s
         self.bytes_received = 0
         self.refetched: list[int] = []  # blocks that failed their checksum at least once
+        self.served_by: dict[str, list[int]] = {}  # peer -> blocks installed from it
 
     async def fetch(
         self,
@@ -86,6 +87,7 @@ class Fetcher:
                 if self.store.install(index):
                     self.progress.installed(index)
                     out.installed.append(index)
+                    self.served_by.setdefault(peer, []).append(index)
                 else:
                     log.warning("%s: block %d from %s failed its checksum", self.me, index, peer)
                     self.progress.reset(index)

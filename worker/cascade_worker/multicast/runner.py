@@ -141,6 +141,7 @@ class MulticastNode:
         if self._killed:  # a kill that raced an I/O error must still read as a kill
             raise asyncio.CancelledError
         result.bytes_sent = self.blocks.bytes_sent
+        log.info("%s: bytes by receiver %s", self.me, self.blocks.sent_to)
         return result
 
     async def _lead(self, coord: Coordinator) -> NodeResult:
@@ -180,6 +181,7 @@ class MulticastNode:
                 role, fetcher, max_attempts=opts.max_attempts, deadline=t0 + opts.deadline_s
             )
             await receiver.run()
+            log.info("%s: blocks by sender %s", self.me, fetcher.served_by)
             if not self.progress.store.complete():
                 self.progress.abandon()
             # Our senders must not keep a turn for us in their step order.

@@ -69,6 +69,7 @@ class BlockServer:
         self.step_slot = asyncio.Lock()
         self.order = order if order is not None else StepOrder([], 0.0)
         self.bytes_sent = 0
+        self.sent_to: dict[str, int] = {}  # receiver -> bytes sent to it
 
     def attach(self, progress: BlockProgress) -> None:
         self.progress = progress
@@ -151,6 +152,6 @@ class BlockServer:
             await self.pacer.take(end - i * chunk)
 
         await ep.send_frame(BlockHeader(index=index, nbytes=nbytes, chunk_bytes=chunk))
-        self.bytes_sent += await ep.send_buffer(
-            data, chunk_bytes=chunk, ready=ready, depth=self.depth
-        )
+        sent = await ep.send_buffer(data, chunk_bytes=chunk, ready=ready, depth=self.depth)
+        self.bytes_sent += sent
+        self.sent_to[ep.peer] = self.sent_to.get(ep.peer, 0) + sent
