@@ -158,7 +158,9 @@ def greedy_chains(
     pod_node: Mapping[str, str],
     blocks: Sequence[int],
 ) -> list[Chain]:
-    """Algorithm 1's greedy over group leaders, then members expanded after leaders."""
+    """Algorithm 1's greedy over group leaders, then members expanded after leaders.
+    A source in a group's own NVLink domain feeds it locally; on a paced fabric
+    (`topo.send_cap`) that spends the source's pace, and the group's tail may carry on."""
     if not offers:
         raise PlanningError(PlanningReason.NO_SOURCES, "no source holds the model")
     if not groups:
@@ -166,25 +168,39 @@ def greedy_chains(
     chains: list[list[str]] = []
     domain_src = {topo.info(pod_node.get(o.pod, o.pod)).domain: o.pod for o in reversed(offers)}
     network: list[TargetGroup] = []
+    local: list[TargetGroup] = []
     for g in groups:  # a source inside the group's own NVLink domain feeds it locally
-        if g.domain in domain_src:
-            chains.append([domain_src[g.domain], g.leader])
-        else:
-            network.append(g)
-    info = {g.leader: topo.info(pod_node.get(g.leader, g.leader)) for g in network}
+        (local if g.domain in domain_src else network).append(g)
+    info = {g.leader: topo.info(pod_node.get(g.leader, g.leader)) for g in groups}
     # The group's last member forwards to the next hop: its NIC-out limits the chain.
     tail_out = {
         g.leader: topo.info(pod_node.get(g.members[-1], g.members[-1])).nic_out
         if g.members
         else info[g.leader].nic_out
-        for g in network
+        for g in groups
     }
     pool = _Pool(network, info)
-    heap = [(-o.bandwidth, seq, o.pod, -1) for seq, o in enumerate(offers)]  # -1: a source
-    heapq.heapify(heap)
-    seq = len(heap)
     claimed: dict[Leaf, int] = {}  # chains whose tail is on the leaf
     chain_leaf: dict[int, Leaf] = {}
+    # Paced senders (send_cap) have one pace over all their links: a source feeding a
+    # local group has that much less for the network, and the local chain may go on
+    # over the network from its tail (after the sources, so a free source comes first).
+    cap = topo.send_cap
+    spent = {domain_src[g.domain]: 0.0 for g in local}
+    for g in local:
+        spent[domain_src[g.domain]] += cap or 0.0
+    heap = [
+        (-max(0.0, o.bandwidth - spent.get(o.pod, 0.0)), seq, o.pod, -1)  # -1: a source
+        for seq, o in enumerate(offers)
+    ]
+    for g in local:
+        chain, leaf = len(chains), info[g.leader].leaf_key
+        chains.append([domain_src[g.domain], g.leader])
+        if cap is not None:
+            chain_leaf[chain], claimed[leaf] = leaf, claimed.get(leaf, 0) + 1
+            heap.append((-min(cap, tail_out[g.leader]), len(heap), g.leader, chain))
+    heapq.heapify(heap)
+    seq = len(heap)
     while pool.left:
         neg_bw, _, pod, chain = heapq.heappop(heap)
         offered = -neg_bw

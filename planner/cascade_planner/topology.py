@@ -124,6 +124,9 @@ class Topology:
     params: FabricParams
     warnings: list[str] = field(default_factory=list)
     _cap: dict[Link, float] = field(default_factory=dict, repr=False)
+    # Bytes/s a sender sends in all, over every link together (send_capped: the
+    # workers' Pacer is one per process); None: each link is its own limit.
+    send_cap: float | None = None
 
     @functools.cached_property
     def graph(self) -> nx.DiGraph:
@@ -218,7 +221,7 @@ def topology_from_nodes(
 def send_capped(topo: Topology, mbit: float | None) -> Topology:
     """The fabric as weight traffic sees it when every sender is paced to `mbit` (the
     workers' Pacer, spec.multicast.rateMbit): each link out of a node, NIC or NVLink,
-    carries at most that; nothing else changes."""
+    carries at most that, and so does a sender over all its links (`send_cap`)."""
     if mbit is None:
         return topo
     rate = mbit * BYTES_PER_MBIT  # the pacer paces payload bytes
@@ -227,4 +230,4 @@ def send_capped(topo: Topology, mbit: float | None) -> Topology:
     params = replace(
         topo.params, default_nic_mbit=min(topo.params.default_nic_mbit, mbit / topo.params.goodput)
     )
-    return Topology(nodes, params, list(topo.warnings), cap)
+    return Topology(nodes, params, list(topo.warnings), cap, send_cap=rate)

@@ -9,7 +9,7 @@ import pytest
 from cascade_api import constants as c
 from cascade_planner import PlanningError, PlanningReason, simulate, topology_from_nodes
 from cascade_planner.blitz import SourceOffer, greedy_chains, group_by_nvlink, prune_sources
-from cascade_planner.topology import BYTES_PER_MBIT, DEFAULT_GOODPUT, Topology
+from cascade_planner.topology import BYTES_PER_MBIT, DEFAULT_GOODPUT, Topology, send_capped
 
 
 def node(
@@ -138,3 +138,31 @@ def test_chains_are_executable() -> None:
     assert sorted(h for ch in chains for h in ch.hops) == sorted(targets)
     assert all(ch.blocks == [0, 1, 2] for ch in chains)
     assert simulate([], {"s": range(3)}).complete(["s"], 3)
+
+
+def test_a_paced_source_feeding_its_own_node_has_no_pace_left_for_the_network() -> None:
+    # The workers' Pacer is one per process: a source that already feeds a target on its
+    # own node sends nothing faster by heading a network chain too. (Dev cluster, burst
+    # run 6: host-0 fed two targets at half pace each while host-2 sent nothing.)
+    topo = send_capped(topo_of(*(node(f"n{i}") for i in range(5))), 6)
+    on = {"h0": "n0", "h1": "n1", "h2": "n2", "t0": "n0", "t1": "n3", "t2": "n4"}
+    groups = group_by_nvlink(["t0", "t1", "t2"], topo, on)
+    chains = greedy_chains(offers(topo, "h0", "h1", "h2"), groups, topo, on, range(4))
+    assert sorted((ch.source, ch.hops) for ch in chains) == [
+        ("h0", ["t0"]),
+        ("h1", ["t1"]),
+        ("h2", ["t2"]),
+    ]
+    # One source: its local target forwards to the rest (one chain at the full pace),
+    # not a second chain sharing the source's pace.
+    (chain,) = greedy_chains(offers(topo, "h0"), groups, topo, on, range(4))
+    assert chain.source == "h0" and chain.hops[0] == "t0" and len(chain.hops) == 3
+
+
+def test_unpaced_sources_keep_their_network_offer_beside_a_local_feed() -> None:
+    # Without a pace the local link (NVLink) and the NIC are separate limits.
+    topo = topo_of(node("n0"), node("n1"))
+    on = {"h0": "n0", "t0": "n0", "t1": "n1"}
+    groups = group_by_nvlink(["t0", "t1"], topo, on)
+    chains = greedy_chains(offers(topo, "h0"), groups, topo, on, range(4))
+    assert sorted((ch.source, ch.hops) for ch in chains) == [("h0", ["t0"]), ("h0", ["t1"])]
