@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -186,11 +187,9 @@ def greedy_chains(
     # local group has that much less for the network, and the local chain may go on
     # over the network from its tail (after the sources, so a free source comes first).
     cap = topo.send_cap
-    spent = {domain_src[g.domain]: 0.0 for g in local}
-    for g in local:
-        spent[domain_src[g.domain]] += cap or 0.0
+    feeds = Counter(domain_src[g.domain] for g in local)  # local groups per source
     heap = [
-        (-max(0.0, o.bandwidth - spent.get(o.pod, 0.0)), seq, o.pod, -1)  # -1: a source
+        (-max(0.0, o.bandwidth - (cap or 0.0) * feeds[o.pod]), seq, o.pod, -1)  # -1: a source
         for seq, o in enumerate(offers)
     ]
     for g in local:

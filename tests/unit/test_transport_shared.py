@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Literal
 
 import pytest
@@ -27,7 +28,7 @@ Frame = Annotated[Ask | Answer, Field(discriminator="kind")]
 CODEC: FrameCodec[Ask | Answer] = FrameCodec(TypeAdapter(Frame))
 
 
-def answering(user: str):  # type: ignore[no-untyped-def]
+def answering(user: str) -> Callable[[Endpoint[Ask | Answer]], Awaitable[None]]:
     async def handle(ep: Endpoint[Ask | Answer]) -> None:
         while True:
             await ep.recv_frame()

@@ -239,9 +239,9 @@ async def _run_transfer(ctl: Control, req: TransferRequest, store: BlockStore | 
         if store is not None and ctl.config.materialization and ctl.config.model_path:
             await asyncio.to_thread(offer_stored, store, ctl.config.model_path)
         node = node_class(
-            req.plan, me, store, host=ctl.config.host, port=ctl.config.data_port,
+            req.plan, me, store, listener=ctl.data_listener(),
             options=paced(ctl.options, req.send_bytes_per_s), on_result=hooks.on_result,
-            on_layers_ready=hooks.on_layers_ready, listener=ctl.data_listener(),
+            on_layers_ready=hooks.on_layers_ready,
         )  # fmt: skip
         state.node = node
         result = await node.run(dict(req.peers))
