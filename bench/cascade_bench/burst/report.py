@@ -84,8 +84,7 @@ def document(
         rows,
         choices["scale_to"],
         choices["multicast"].get("blocks") or 1,
-        load["burst"]["demand"],
-        judge.burst_t[1] - judge.burst_t[0],
+        [(t, c) for t, c in load["burst"]["arrivals"]],
     )
     return {
         "benchmark": "burst",

@@ -190,6 +190,8 @@ def build(
     burst_plan = _window(trace, scaling, start, shape.burst_s)
     burst, burst_info = scaled(burst_plan, shape.burst_s, shape.burst_x, cost, scaling)
     warm, warm_info = steady(burst_plan, shape.warmup_s, shape.warmup_x, cost, scaling.seed)
+    # Each burst request's (send time from the decision, cost): the fluid bound's input.
+    burst_info["arrivals"] = [[round(p.at_s, 3), round(cost.of(p), 5)] for p in burst]
     burst = [replace(p, at_s=p.at_s + shape.warmup_s) for p in burst]
     planned = sorted([*warm, *burst], key=lambda p: (p.at_s, p.index))
     scaling_doc = describe(trace, replace(scaling, start_s=start), planned)
