@@ -11,7 +11,9 @@
 # `kubectl patch --subresource=status`, or through `kubectl proxy` for kubectl < 1.24);
 # the kubelet keeps capacity it does not manage and derives allocatable from it. They
 # are also labelled with the topology labels the planner reads. The worker pods then
-# schedule as on a GPU cluster; they do not touch a GPU in this release.
+# schedule as on a GPU cluster; they do not touch a GPU in this release. The operator's
+# namespace and the example's (default) enforce the `restricted` Pod Security Standard,
+# so a pod the chart or the operator builds that breaks it is refused (docs/security.md).
 #
 # Environment (all optional):
 #   CASCADE_E2E_CLUSTER        kind cluster name              (cascade-e2e)
@@ -140,6 +142,17 @@ load_images() {
   done
 }
 
+# kind's Pod Security admission refuses any pod that breaks `restricted` in these.
+enforce_restricted() {
+  local ns
+  for ns in "${NAMESPACE}" default; do
+    k get namespace "${ns}" >/dev/null 2>&1 || k create namespace "${ns}" >/dev/null
+    log "enforcing the restricted Pod Security Standard in ${ns}"
+    k label namespace "${ns}" --overwrite pod-security.kubernetes.io/enforce=restricted \
+      pod-security.kubernetes.io/enforce-version=latest >/dev/null
+  done
+}
+
 install_chart() {
   local helm component
   helm="$(bash hack/install-helm.sh)"
@@ -175,6 +188,7 @@ up() {
   fake_gpu_nodes
   build_images
   load_images
+  enforce_restricted
   install_chart
   log "applying ${EXAMPLE}"
   k apply -f "${EXAMPLE}"

@@ -3,23 +3,30 @@
 ucxx keeps one process-wide context with a C++ progress thread. Sharing it across
 hundreds of tests, event loops and deliberately killed endpoints is nothing a worker
 does (one worker = one process), and a crash there would take the whole session down.
-So each such test runs as `python -m pytest <nodeid>` in a child, and its outcome is
-reported here as if it had run in this process.
+So each such test runs as `python -m pytest <nodeid>` in a child, in a session (process
+group) of its own that is killed whole on timeout, and the child's own setup, call and
+teardown reports (skips, xfails, errors) are replayed here as if it had run in this
+process.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
-import re
+import signal
 import subprocess
 import sys
-import time
+import tempfile
+from pathlib import Path
 
 import pytest
 from _pytest.reports import TestReport
 
 IN_CHILD = "CASCADE_TEST_ISOLATED"
+REPORTS = "CASCADE_TEST_REPORTS"  # where a child writes its reports (JSON lines)
 GRACE_S = 60  # start-up and teardown on top of the test's own timeout
+_CONFIG: pytest.Config | None = None  # this session's config (a child serializes with it)
 
 
 def _timeout(item: pytest.Item) -> float:
@@ -28,9 +35,34 @@ def _timeout(item: pytest.Item) -> float:
     return base + GRACE_S
 
 
-def _report(
-    item: pytest.Item, when: str, outcome: str, longrepr: object, took: float
-) -> TestReport:
+def run_in_group(
+    cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float
+) -> tuple[int | None, str]:
+    """(exit code, or None on timeout; stdout and stderr) of `cmd`, run in a session of
+    its own so that a timeout kills the whole process group: a hung test's worker
+    processes and UCX threads must not outlive it (or hold its output pipe open)."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, output
+    except subprocess.TimeoutExpired:
+        return None, _kill_group(proc)
+    finally:
+        if proc.returncode is None:  # interrupted: take the child down with us
+            _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> str:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # the child leads its group (own session)
+    output, _ = proc.communicate()
+    return output or ""
+
+
+def _report(item: pytest.Item, when: str, outcome: str, longrepr: object) -> TestReport:
     return TestReport(
         item.nodeid,
         item.location,
@@ -38,41 +70,65 @@ def _report(
         outcome,  # type: ignore[arg-type]
         longrepr,  # type: ignore[arg-type]
         when,  # type: ignore[arg-type]
-        duration=took,
     )
 
 
+def _child_reports(item: pytest.Item, path: Path) -> dict[str, TestReport]:
+    """The child's own reports of this test, by phase (setup, call, teardown)."""
+    if not path.exists():
+        return {}
+    hook = item.config.hook
+    reports = [
+        hook.pytest_report_from_serializable(config=item.config, data=json.loads(line))
+        for line in path.read_text().splitlines()
+    ]
+    for report in reports:
+        if isinstance(report.longrepr, list):  # a skip's (path, line, reason) came as a list
+            report.longrepr = tuple(report.longrepr)
+    return {r.when: r for r in reports if isinstance(r, TestReport) and r.nodeid == item.nodeid}
+
+
 def _run_isolated(item: pytest.Item) -> list[TestReport]:
-    cmd = [sys.executable, "-m", "pytest", item.nodeid, "-q", "-p", "no:cacheprovider", "-rs"]
-    start = time.monotonic()
-    try:
-        proc = subprocess.run(
-            cmd,
-            cwd=item.config.rootpath,
-            env=os.environ | {IN_CHILD: "1"},
-            capture_output=True,
-            text=True,
-            timeout=_timeout(item),
-        )
-        rc, output = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        rc, output = None, f"{exc.stdout or ''}{exc.stderr or ''}"
-    took = time.monotonic() - start
-    setup = _report(item, "setup", "passed", None, 0.0)
-    teardown = _report(item, "teardown", "passed", None, 0.0)
-    if rc == 0 and re.search(r"\b1 skipped\b", output):
-        reason = re.search(r"SKIPPED \[\d+\] ([^:]+):(\d+): (.*)", output)
-        where = (reason[1], int(reason[2]), reason[3]) if reason else (item.nodeid, 0, "skipped")
-        return [_report(item, "setup", "skipped", where, took), teardown]
-    if rc == 0:
-        return [setup, _report(item, "call", "passed", None, took), teardown]
+    """The child's setup, call and teardown reports as it made them (skips, xfails and
+    errors included); a phase it never reported (timeout, crash) is a failure here."""
+    cmd = [sys.executable, "-m", "pytest", item.nodeid, "-q", "-p", "no:cacheprovider"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "reports.jsonl"
+        env = os.environ | {IN_CHILD: "1", REPORTS: str(path)}
+        rc, output = run_in_group(cmd, cwd=item.config.rootpath, env=env, timeout=_timeout(item))
+        reports = _child_reports(item, path)
     if rc is None:
-        why = f"isolated test timed out after {_timeout(item):.0f} s"
+        why = f"isolated test timed out after {_timeout(item):.0f} s (its process group killed)"
     elif rc < 0:
         why = f"isolated test process died from signal {-rc}"
     else:
-        why = f"isolated test failed (pytest exit code {rc})"
-    return [setup, _report(item, "call", "failed", f"{why}\n\n{output[-20000:]}", took), teardown]
+        why = f"isolated test ended (pytest exit code {rc}) without reporting this phase"
+    failure = f"{why}\n\n{output[-20000:]}"
+    setup = reports.get("setup") or _report(item, "setup", "failed", failure)
+    out = [setup]
+    if setup.passed:  # a skipped or failed setup runs no call
+        out.append(reports.get("call") or _report(item, "call", "failed", failure))
+    reported = any(r.failed for r in out)  # then a missing teardown is the same failure
+    teardown = (
+        _report(item, "teardown", "passed", None)
+        if reported
+        else (_report(item, "teardown", "failed", failure))
+    )
+    return [*out, reports.get("teardown") or teardown]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _CONFIG
+    _CONFIG = config
+
+
+def pytest_runtest_logreport(report: TestReport) -> None:
+    """In a child: write each report for the parent (serialized as pytest-xdist does)."""
+    path = os.environ.get(REPORTS)
+    if path and os.environ.get(IN_CHILD) and _CONFIG is not None:
+        data = _CONFIG.hook.pytest_report_to_serializable(config=_CONFIG, report=report)
+        with open(path, "a") as f:
+            f.write(json.dumps(data) + "\n")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -54,7 +54,9 @@ GATEWAY_PORT: Final = 8000
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 
-# Extended resources a GPU node advertises.
+# Extended resources a GPU node advertises. The RDMA resource a worker requests is not
+# fixed: it is the operator's config (chart value rdma.resourceName, none by default);
+# this is the name the dev cluster's and kind's simulated GPU nodes advertise.
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 RDMA_RESOURCE: Final = "rdma/ib"
 

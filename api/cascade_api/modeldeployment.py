@@ -87,7 +87,8 @@ class InstanceShape(ApiModel):
         default=1,
         ge=0,
         le=16,
-        description="GPUs requested per instance (nvidia.com/gpu, plus one rdma/ib when > 0). "
+        description="GPUs requested per instance (nvidia.com/gpu, plus the RDMA resource the "
+        "operator is configured with, chart value rdma.resourceName, when > 0). "
         "The engine does not use them yet: the operator passes it no device, so it runs on CPU.",
     )
     resources: Resources = Field(

@@ -17,9 +17,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from pydantic import ValidationError
+
 from cascade_gateway import fields
 from cascade_gateway.errors import ApiError, bad_request, model_not_found
-from cascade_protocol.generate import GenerateRequest, RequestClass, SamplingParams
+from cascade_protocol.generate import GenerateRequest, RequestClass
+from cascade_protocol.limits import MAX_CONTEXT_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, MIN_SEED
 
 # OpenAI's default for /v1/completions.
 DEFAULT_COMPLETION_MAX_TOKENS = 16
@@ -69,6 +72,9 @@ def parse_completion(body: Any, class_header: str | None, limits: Limits, reques
     text: str | None = None
     ids: list[int] | None = None
     if isinstance(prompt, str):
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise bad_request(f"'prompt' may be at most {MAX_PROMPT_CHARS} characters "
+                              "long.", "prompt")  # fmt: skip
         text = prompt
     elif isinstance(prompt, list) and prompt and all(isinstance(p, str | list) for p in prompt):
         raise bad_request("Only one prompt per request is supported; send one each.", "prompt")
@@ -80,9 +86,9 @@ def parse_completion(body: Any, class_header: str | None, limits: Limits, reques
     fields.unsupported(data, "best_of", (None, 1))
     fields.unsupported(data, "logprobs", (None,))
     fields.unsupported(data, "suffix", (None, ""))
-    max_tokens = fields.optional_int(data, "max_tokens", minimum=1)
+    max_tokens = _max_tokens(data, "max_tokens")
     max_tokens = _fit_context(ids, max_tokens, DEFAULT_COMPLETION_MAX_TOKENS, limits)
-    request = GenerateRequest(
+    request = _request(
         request_id=request_id,
         prompt=text,
         prompt_token_ids=ids,
@@ -102,14 +108,14 @@ def parse_chat(body: Any, class_header: str | None, limits: Limits, request_id: 
     if response_format is not None and response_format != {"type": "text"}:
         raise bad_request("Only 'response_format' {'type': 'text'} is supported.",
                           "response_format", "unsupported")  # fmt: skip
-    max_tokens = fields.optional_int(data, "max_completion_tokens", minimum=1)
+    max_tokens = _max_tokens(data, "max_completion_tokens")
     if max_tokens is None:
-        max_tokens = fields.optional_int(data, "max_tokens", minimum=1)
+        max_tokens = _max_tokens(data, "max_tokens")
     if max_tokens is None:
         max_tokens = DEFAULT_CHAT_MAX_TOKENS
         if limits.max_model_len > 1:
             max_tokens = min(max_tokens, limits.max_model_len - 1)
-    request = GenerateRequest(
+    request = _request(
         request_id=request_id,
         messages=messages,
         params=_sampling(data, max_tokens),
@@ -136,16 +142,33 @@ def _common(body: Any, limits: Limits) -> Mapping[str, Any]:
     return body
 
 
-def _sampling(data: Mapping[str, Any], max_tokens: int) -> SamplingParams:
-    return SamplingParams(
-        max_tokens=max_tokens,
-        temperature=fields.number(data, "temperature", 1.0, low=0.0, high=2.0),
-        top_p=fields.number(data, "top_p", 1.0, low=0.0, high=1.0, low_open=True),
-        seed=fields.optional_int(data, "seed"),
-        stop=fields.string_list(data, "stop"),
-        stop_token_ids=fields.optional_token_ids(data, "stop_token_ids"),
-        ignore_eos=fields.flag(data, "ignore_eos"),
-    )
+def _max_tokens(data: Mapping[str, Any], name: str) -> int | None:
+    return fields.optional_int(data, name, minimum=1, maximum=MAX_CONTEXT_TOKENS)
+
+
+def _sampling(data: Mapping[str, Any], max_tokens: int) -> dict[str, Any]:
+    """`SamplingParams` fields (validated with the request, see `_request`)."""
+    return {
+        "max_tokens": max_tokens,
+        "temperature": fields.number(data, "temperature", 1.0, low=0.0, high=2.0),
+        "top_p": fields.number(data, "top_p", 1.0, low=0.0, high=1.0, low_open=True),
+        "seed": fields.optional_int(data, "seed", minimum=MIN_SEED, maximum=MAX_SEED),
+        "stop": fields.string_list(data, "stop"),
+        "stop_token_ids": fields.optional_token_ids(data, "stop_token_ids"),
+        "ignore_eos": fields.flag(data, "ignore_eos"),
+    }
+
+
+def _request(**values: Any) -> GenerateRequest:
+    """The worker's request; a 400 naming the field for anything the checks above let by
+    that the shared model refuses (its bounds are the worker's, so both ends agree)."""
+    try:
+        return GenerateRequest(**values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = [str(p) for p in error["loc"] if p != "params"]
+        param = ".".join(where) or None
+        raise bad_request(f"'{param or 'body'}': {error['msg']}.", param) from None
 
 
 def _job(endpoint: Endpoint, data: Mapping[str, Any], request: GenerateRequest) -> Job:

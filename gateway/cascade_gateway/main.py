@@ -47,6 +47,7 @@ from cascade_gateway.runtime import Gateway
 from cascade_gateway.scheduler import Scheduler
 from cascade_protocol.gateway_load import GATEWAY_LOAD_PATH, BackendLoad, GatewayLoad
 from cascade_protocol.generate import RequestClass
+from cascade_protocol.peer_auth import bearer_headers
 from cascade_protocol.service import Health, create_app, new_registry, serve, setup_logging
 
 log = logging.getLogger("cascade_gateway")
@@ -128,6 +129,7 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=None, connect=5.0),
         read_bufsize=1 << 20,
+        headers=bearer_headers(config.peer_token or None),  # workers want the deployment's
     )
     tasks = [asyncio.create_task(poll_loop(gw.pool, gw.session, config.poll_seconds))]
     if config.discovery == DISCOVERY_KUBERNETES:

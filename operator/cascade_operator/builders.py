@@ -9,12 +9,13 @@ from typing import Any
 
 from cascade_api import constants as c
 from cascade_api.modeldeployment import ModelDeploymentSpec
+from cascade_operator import hardening
 from cascade_operator.config import OperatorConfig
+from cascade_operator.model_volume import model_volume
 from cascade_operator.observed import START_ANNOTATION, START_STORAGE, MdRef
+from cascade_protocol.peer_auth import token_env
 
 Manifest = dict[str, Any]
-
-MODEL_MOUNT_ROOT = "/mnt/models"
 
 
 def selector_labels(md: str, component: str) -> dict[str, str]:
@@ -66,17 +67,6 @@ def _field_env(name: str, path: str) -> Manifest:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def _model_volume(spec: ModelDeploymentSpec) -> tuple[str, list[Manifest], list[Manifest]]:
-    """(path the worker reads the model from, volumes, volumeMounts)."""
-    uri = spec.model.uri
-    if uri.startswith("file://"):
-        return uri.removeprefix("file://"), [], []
-    claim, _, path = uri.removeprefix("pvc://").partition("/")
-    mount = f"{MODEL_MOUNT_ROOT}/{claim}"
-    volume = {"name": "model", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
-    return f"{mount}/{path}", [volume], [{"name": "model", "mountPath": mount, "readOnly": True}]
-
-
 def on_off(flag: bool) -> str:
     return "on" if flag else "off"
 
@@ -90,7 +80,7 @@ def _probe(path: str, period: int, failures: int) -> Manifest:
     }
 
 
-def worker_resources(spec: ModelDeploymentSpec) -> Manifest:
+def worker_resources(spec: ModelDeploymentSpec, cfg: OperatorConfig) -> Manifest:
     shape = spec.instance
     # Quantities travel as strings: the API accepts "4" where a bare 4 is refused.
     requests = {k: str(v) for k, v in shape.resources.requests.items()}
@@ -98,7 +88,8 @@ def worker_resources(spec: ModelDeploymentSpec) -> Manifest:
     if shape.gpus:
         # Extended resources must be equal in requests and limits.
         requests[c.GPU_RESOURCE] = limits[c.GPU_RESOURCE] = str(shape.gpus)
-        requests[c.RDMA_RESOURCE] = limits[c.RDMA_RESOURCE] = "1"
+    if hardening.uses_rdma(shape.gpus, cfg):  # the RDMA device plugin's name and count
+        requests[cfg.rdma_resource] = limits[cfg.rdma_resource] = str(cfg.rdma_count)
     return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
 
@@ -117,7 +108,9 @@ def worker_pod(
         f"{c.GROUP}/instance-index": str(index),
         START_ANNOTATION: start,
     }
-    pod["spec"]["containers"][0]["resources"] = worker_resources(spec)
+    container = pod["spec"]["containers"][0]
+    container["resources"] = worker_resources(spec, cfg)
+    container["securityContext"] = hardening.worker_context(spec.instance.gpus, cfg)
     return pod
 
 
@@ -131,13 +124,14 @@ def process_pod(
 ) -> Manifest:
     """A pod running the worker process (an instance or a host copy): identity, model,
     engine settings and probes; the caller adds what its role needs."""
-    model_path, volumes, mounts = _model_volume(spec)
+    model_path, volumes, mounts = model_volume(spec)
     env = [
         _field_env("POD_NAME", "metadata.name"),
         _field_env("POD_NAMESPACE", "metadata.namespace"),
         _field_env("POD_IP", "status.podIP"),
         _field_env("NODE_NAME", "spec.nodeName"),
         {"name": "CASCADE_DEPLOYMENT", "value": ref.name},
+        token_env(ref.name),  # the deployment's peer token (cascade_protocol.peer_auth)
         {"name": "CASCADE_MODEL_URI", "value": spec.model.uri},
         {"name": "CASCADE_MODEL_PATH", "value": model_path},
         {"name": "CASCADE_SERVED_NAME", "value": served_name(ref, spec)},
@@ -189,7 +183,7 @@ def process_pod(
             "labels": labels(ref.name, component),
             "ownerReferences": [owner_reference(ref)],
         },
-        "spec": pod_spec,
+        "spec": hardening.hardened(pod_spec),
     }
 
 
@@ -206,6 +200,7 @@ def gateway_deployment(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfi
             _field_env("POD_IP", "status.podIP"),
             {"name": "CASCADE_DEPLOYMENT", "value": ref.name},
             {"name": "CASCADE_MODEL_NAME", "value": served_name(ref, spec)},
+            token_env(ref.name),  # its requests to workers carry the deployment's token
             {"name": "CASCADE_WORKER_SELECTOR", "value": worker_selector(ref.name)},
             {"name": "CASCADE_DISCOVERY", "value": "kubernetes"},
             {"name": "CASCADE_QUEUE_ORDER", "value": str(spec.slo.queue_order)},
@@ -218,6 +213,7 @@ def gateway_deployment(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfi
         "livenessProbe": _probe(c.HEALTH_PATH, period=10, failures=6),
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
     }
+    pod_spec = {"containers": [container], "serviceAccountName": name, "enableServiceLinks": False}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -232,11 +228,7 @@ def gateway_deployment(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfi
             "selector": {"matchLabels": selector_labels(ref.name, c.COMPONENT_GATEWAY)},
             "template": {
                 "metadata": {"labels": pod_labels},
-                "spec": {
-                    "containers": [container],
-                    "serviceAccountName": name,
-                    "enableServiceLinks": False,
-                },
+                "spec": hardening.hardened(pod_spec, hardening.GATEWAY_SCRATCH, api_token=True),
             },
         },
     }

@@ -11,6 +11,14 @@ from cascade_api import constants as c
 # Read at import, since kopf fixes a timer's interval when the handler is registered.
 AUTOSCALE_SECONDS = float(os.environ.get("CASCADE_AUTOSCALE_SECONDS", "2"))
 
+# The chart's defaults (release "cascade" in cascade-system): used when the operator runs
+# outside the chart (the dev cluster runs it as a host process, which no policy names).
+DEFAULT_OPERATOR_NAMESPACE = "cascade-system"
+DEFAULT_OPERATOR_LABELS = (
+    ("app.kubernetes.io/name", "cascade"),
+    ("app.kubernetes.io/component", "operator"),
+)
+
 
 @dataclass(frozen=True)
 class OperatorConfig:
@@ -18,6 +26,16 @@ class OperatorConfig:
     gateway_image: str = c.GATEWAY_IMAGE
     # Resync period: a safety net; reconciling is driven by watch events.
     resync_seconds: float = 30.0
+    # The RDMA device plugin's extended resource a GPU worker requests (chart value
+    # rdma.resourceName, e.g. rdma/rdma_shared_device_a); empty: the cluster has no RDMA
+    # plugin and workers move weights over TCP.
+    rdma_resource: str = ""
+    rdma_count: int = 1
+    # Who the operator is, so the NetworkPolicies it builds let it reach the workers'
+    # control API: its namespace and its pods' labels (the chart's selector labels), as
+    # sorted pairs so the config stays hashable.
+    operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE
+    operator_pod_labels: tuple[tuple[str, str], ...] = DEFAULT_OPERATOR_LABELS
 
     @classmethod
     def from_env(cls) -> OperatorConfig:
@@ -25,4 +43,21 @@ class OperatorConfig:
             worker_image=os.environ.get("CASCADE_WORKER_IMAGE", c.WORKER_IMAGE),
             gateway_image=os.environ.get("CASCADE_GATEWAY_IMAGE", c.GATEWAY_IMAGE),
             resync_seconds=float(os.environ.get("CASCADE_RESYNC_SECONDS", "30")),
+            rdma_resource=os.environ.get("CASCADE_RDMA_RESOURCE", "").strip(),
+            rdma_count=int(os.environ.get("CASCADE_RDMA_COUNT") or 1),
+            operator_namespace=os.environ.get("CASCADE_OPERATOR_NAMESPACE")
+            or DEFAULT_OPERATOR_NAMESPACE,
+            operator_pod_labels=parse_labels(os.environ.get("CASCADE_OPERATOR_POD_LABELS", ""))
+            or DEFAULT_OPERATOR_LABELS,
         )
+
+    @property
+    def rdma(self) -> bool:
+        """An RDMA resource is configured (and its count is positive)."""
+        return bool(self.rdma_resource) and self.rdma_count > 0
+
+
+def parse_labels(text: str) -> tuple[tuple[str, str], ...]:
+    """`k=v,k2=v2` (a label selector of equality terms) as sorted pairs; blanks skipped."""
+    pairs = (term.split("=", 1) for term in text.split(",") if "=" in term)
+    return tuple(sorted((k.strip(), v.strip()) for k, v in pairs if k.strip()))

@@ -6,10 +6,10 @@ ScalePlan and ModelDeployment watch events for the same object can arrive togeth
 A reconcile reads everything once (the spec parsed once, each pod parsed once, each
 worker's status asked once), then runs the deciders over that observation: on the
 autoscaler's timer the Cascade autoscaler (`autoscale.tick`: replicas and roles, when
-Cascade owns them), `instances.decide` (pods, gateway), the host copies, the profile Job
-(`materialization`) and the weight-moving half (`weights.driver`: the parameter pool,
-ScalePlans, worker orders). The pool goes first
-so scale-down spares host-copy holders. All hand their facts to `status.assemble`, which
+Cascade owns them), `instances.decide` (pods, gateway), the NetworkPolicies, the host
+copies, the profile Job (`materialization`) and the weight-moving half (`weights.driver`:
+the parameter pool, ScalePlans, worker orders). The pool goes first so scale-down spares
+host-copy holders. All hand their facts to `status.assemble`, which
 writes one status and tells each condition transition once.
 """
 
@@ -40,10 +40,13 @@ from cascade_operator.materialization import (
     decide_materialization,
     job_selector,
 )
+from cascade_operator.network_policies import changed, network_policies, policy_selector
 from cascade_operator.observed import GatewayView, MdRef, Observed, PodView
+from cascade_operator.peer_secret import peer_secret, token_of
 from cascade_operator.spec import parse_spec
 from cascade_operator.status import PlanState, StatusInput, assemble
 from cascade_operator.weights.driver import PlanDriver
+from cascade_protocol.peer_auth import secret_name
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +98,7 @@ class Controller:
         spec = parsed.accepted
         pods = self._pods(ns, builders.worker_selector(ref.name))
         hosts = self._pods(ns, host_copy_selector(ref.name))
+        self._authorize(ref, pods + hosts)
         workers = self.plans.workers(pods + hosts)
         got = self.plans.gather(ref, pods + hosts, workers, spec.host_copies) if spec else None
         deployment, service = self.cluster.get_gateway(ns, builders.gateway_name(ref.name))
@@ -126,6 +130,7 @@ class Controller:
             self.cluster.delete_pod(ns, pod)
         for manifest in decision.gateway:
             self.cluster.apply(manifest)
+        self._network_policies(ref)
         events = [*scale_events, *decision.events, *copies.events, *profile.events]
         plans, moving = None, False
         if spec is not None and got is not None:
@@ -182,6 +187,22 @@ class Controller:
         for name in decision.delete:
             self.cluster.delete_job(ref.namespace, name)
         return decision
+
+    def _network_policies(self, ref: MdRef) -> None:
+        """Keep the deployment's NetworkPolicies as built, whatever its spec (pods of an
+        earlier spec still run): create the missing, patch back the changed."""
+        found = self.cluster.list_network_policies(ref.namespace, policy_selector(ref.name))
+        for manifest in changed(network_policies(ref, self.cfg), found):
+            self.cluster.apply(manifest)
+
+    def _authorize(self, ref: MdRef, pods: list[PodView]) -> None:
+        """Keep the deployment's peer-token Secret (made once) and have the worker client
+        present the token to its pods (cascade_protocol.peer_auth)."""
+        token = token_of(self.cluster.ensure_secret(peer_secret(ref)))
+        if token is None:
+            log.warning("%s: Secret %s holds no token", ref, secret_name(ref.name))
+            return
+        self.plans.http.authorize([p.ip for p in pods], token)
 
     def _pods(self, ns: str, selector: str) -> list[PodView]:
         return [PodView.of(p) for p in self.cluster.list_pods(ns, selector) if p.get("metadata")]

@@ -58,7 +58,7 @@ def profile_inputs(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfig) -
         "maxBatchSize": spec.engine.max_batch_size,
         "maxPrefillTokensPerStep": spec.engine.max_prefill_tokens_per_step,
         "blocks": spec.multicast.blocks,  # the packed layout is part of the model digest
-        "resources": worker_resources(spec),  # GPUs and memory: the accelerator's budget
+        "resources": worker_resources(spec, cfg),  # GPUs and memory: the accelerator's budget
         "nodeSelector": dict(sorted(spec.instance.node_selector.items())),
         "tolerations": [t.to_api() for t in spec.instance.tolerations],
     }
@@ -88,7 +88,7 @@ def profile_job(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfig) -> M
     container = pod_spec["containers"][0]
     for probe in ("readinessProbe", "livenessProbe"):  # a one-shot run serves nothing
         container.pop(probe, None)
-    container["resources"] = worker_resources(spec)
+    container["resources"] = worker_resources(spec, cfg)
     container["env"] = [
         {"name": e["name"], "value": "on"} if e["name"] == "CASCADE_MATERIALIZATION" else e
         for e in container["env"]

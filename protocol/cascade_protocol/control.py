@@ -9,12 +9,20 @@ these same models, so an order the operator sends is one the worker understands.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from pydantic.alias_generators import to_camel
 
 from cascade_api.scaleplan import Block, ScalePlanSpec
+from cascade_protocol import limits
+
+# A decoder layer boundary (the worker checks it against the model it holds).
+Layer = Annotated[int, Field(ge=0, le=limits.MAX_LAYERS)]
+Name = Annotated[str, Field(max_length=limits.MAX_NAME_CHARS)]
+Address = Annotated[str, Field(min_length=1, max_length=limits.MAX_NAME_CHARS)]
+# Blocks to cut a model into: each becomes a buffer and a plan entry.
+BlockCount = Annotated[int, Field(ge=1, le=limits.MAX_MODEL_BLOCKS)]
 
 
 class Body(BaseModel):
@@ -25,14 +33,15 @@ class LoadRequest(Body):
     """POST /v1/control/load: pack a local checkpoint into held blocks."""
 
     model_path: str | None = Field(default=None, min_length=1)  # default $CASCADE_MODEL_PATH
-    blocks: int | None = Field(default=None, ge=1)  # default from the worker's config
+    blocks: BlockCount | None = None  # default from the worker's config
 
 
 class TransferRequest(Body):
     """POST /v1/control/transfer: take this pod's role in a multicast plan."""
 
     plan: ScalePlanSpec
-    peers: dict[str, str]  # pod -> "host:port" of its data (UCX) listener, every participant
+    # pod -> "host:port" of its data (UCX) listener, every participant
+    peers: dict[Name, Name] = Field(max_length=limits.MAX_PLAN_PODS)
     # The deployment's spec.liveScaling: a target serves while its weights arrive (the
     # plan's executionPipelines it belongs to) and on its own once it holds them all.
     live: bool = False
@@ -40,7 +49,7 @@ class TransferRequest(Body):
     # layers it holds of each batch from its first block on (BlitzScale).
     cooperative: bool = False
     # The deployment's spec.multicast.rateMbit as bytes/s: this worker's sending pace.
-    send_bytes_per_s: float | None = Field(default=None, gt=0)
+    send_bytes_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     @field_serializer("plan")
     def _plan_as_in_the_api(self, plan: ScalePlanSpec) -> dict[str, Any]:
@@ -51,26 +60,27 @@ class TransferRequest(Body):
 class FetchRequest(Body):
     """POST /v1/control/fetch: get the model from one peer worker over a one-hop chain."""
 
-    peer: str = Field(min_length=1)  # "POD_IP[:HTTP_PORT]" of a worker that holds the model
-    blocks: int | None = Field(default=None, ge=1)  # if the peer must load first
+    peer: Address  # "POD_IP[:HTTP_PORT]" of a worker that holds the model
+    blocks: BlockCount | None = None  # if the peer must load first
 
 
 class ServeRequest(Body):
     """POST /v1/control/serve: start an engine on the held model."""
 
-    max_batch: int | None = Field(default=None, ge=1)  # default: the worker's --max-batch
-    max_model_len: int | None = Field(default=None, ge=1)  # default: --max-model-len
+    # Default: the worker's --max-batch / --max-model-len (the KV cache is sized by both).
+    max_batch: int | None = Field(default=None, ge=1, le=limits.MAX_BATCH)
+    max_model_len: int | None = Field(default=None, ge=1, le=limits.MAX_CONTEXT_TOKENS)
     # Half-open decoder-layer range to run here: the whole model, or [0, a) with `stages`.
-    layers: tuple[int, int] | None = None
+    layers: tuple[Layer, Layer] | None = None
     # "host:port" of the pipeline stages running [a, b), ..., [., L), in layer order: with
     # them this worker is a pipeline head.
-    stages: list[str] = Field(default_factory=list)
+    stages: list[Address] = Field(default_factory=list, max_length=limits.MAX_LAYERS)
 
 
 class StageRequest(Body):
     """POST /v1/control/stage: serve layers [a, b) of the held model as a pipeline stage."""
 
-    layers: tuple[int, int]
+    layers: tuple[Layer, Layer]
 
 
 class LocalRequest(Body):
@@ -81,7 +91,7 @@ class DrainRequest(Body):
     """POST /v1/control/drain: stop admitting, finish in-flight requests, stop the engine."""
 
     # Longest wait for in-flight requests before they are aborted; default from config.
-    timeout_s: float | None = Field(default=None, ge=0)
+    timeout_s: float | None = Field(default=None, ge=0, le=limits.MAX_DRAIN_SECONDS)
 
 
 class Accepted(Body):

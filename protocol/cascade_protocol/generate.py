@@ -18,8 +18,15 @@ what comes after them, so the client sees one stream with no seam.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from cascade_protocol import limits
+
+# A vocabulary index (the engine checks it against the model's own vocabulary).
+TokenId = Annotated[int, Field(ge=0, le=limits.MAX_TOKEN_ID)]
+StopString = Annotated[str, Field(max_length=limits.MAX_STOP_CHARS)]
 
 
 class RequestClass(StrEnum):
@@ -43,39 +50,43 @@ class Message(BaseModel):
 
 
 class SamplingParams(Message):
-    max_tokens: int = Field(default=16, ge=1)
+    max_tokens: int = Field(default=16, ge=1, le=limits.MAX_CONTEXT_TOKENS)
     # 0 means greedy (argmax); otherwise softmax(logits / temperature).
     temperature: float = Field(default=1.0, ge=0.0, le=100.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     # Same seed, same prompt, same params => same tokens, whatever else is batched.
-    seed: int | None = None
-    stop: list[str] = Field(default_factory=list)
-    stop_token_ids: list[int] = Field(default_factory=list)
+    seed: int | None = Field(default=None, ge=limits.MIN_SEED, le=limits.MAX_SEED)
+    stop: list[StopString] = Field(default_factory=list, max_length=limits.MAX_STOP_STRINGS)
+    stop_token_ids: list[TokenId] = Field(
+        default_factory=list, max_length=limits.MAX_STOP_TOKEN_IDS
+    )
     ignore_eos: bool = False
 
 
 class ChatMessage(Message):
-    role: str = Field(min_length=1)
-    content: str
+    role: str = Field(min_length=1, max_length=limits.MAX_ROLE_CHARS)
+    content: str = Field(max_length=limits.MAX_PROMPT_CHARS)
 
 
 class Resume(Message):
     """What a moved stream's client already has; the new instance continues from there."""
 
     # Every token generated so far, in order (their count is part of max_tokens).
-    token_ids: list[int] = Field(min_length=1)
+    token_ids: list[TokenId] = Field(min_length=1, max_length=limits.MAX_CONTEXT_TOKENS)
     # Characters of those tokens' text the client received. The rest (a partial UTF-8
     # character or a possible stop-string prefix, held back) comes from the new instance.
     text_chars: int = Field(default=0, ge=0)
 
 
 class GenerateRequest(Message):
-    request_id: str = Field(min_length=1)
+    request_id: str = Field(min_length=1, max_length=limits.MAX_REQUEST_ID_CHARS)
     # Exactly one of the three. Text is tokenized by the worker (it holds the tokenizer);
     # messages are rendered with the model's own chat template (tokenizer_config.json).
-    prompt: str | None = None
-    prompt_token_ids: list[int] | None = None
-    messages: list[ChatMessage] | None = None
+    prompt: str | None = Field(default=None, max_length=limits.MAX_PROMPT_CHARS)
+    prompt_token_ids: list[TokenId] | None = Field(
+        default=None, max_length=limits.MAX_CONTEXT_TOKENS
+    )
+    messages: list[ChatMessage] | None = Field(default=None, max_length=limits.MAX_CHAT_MESSAGES)
     params: SamplingParams = Field(default_factory=SamplingParams)
     request_class: RequestClass = RequestClass.INTERACTIVE
     # Set when the gateway resumes a stream another instance handed back (MIGRATE).

@@ -48,6 +48,8 @@ NAMESPACED: set[Grant] = (
     # Each gateway gets its own ServiceAccount and a pods-read Role (worker discovery).
     | grants("", ["serviceaccounts"], ["create", "patch", "delete"])
     | grants("rbac.authorization.k8s.io", ["roles", "rolebindings"], ["create", "patch", "delete"])
+    # One set of NetworkPolicies per deployment, kept as built (owner references delete them).
+    | grants("networking.k8s.io", ["networkpolicies"], ["list", "create", "patch"])
     | grants("", ["events"], ["create", "patch"])
     | grants("events.k8s.io", ["events"], ["create"])
 )

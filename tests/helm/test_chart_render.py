@@ -16,6 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from kubernetes_validate.utils import all_versions, major_minor
+from security_rules import violations
 
 from cascade_api import constants as c
 
@@ -185,27 +186,55 @@ def test_operator_deployment_defaults(render: Render) -> None:
 
 
 def test_security_context_is_restricted(render: Render) -> None:
-    pod = operator_deployment(render())["spec"]["template"]["spec"]
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["securityContext"]["runAsUser"] != 0
-    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    deployment = operator_deployment(render())
+    assert violations(deployment) == []  # the Pod Security Standard, control by control
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == 10001  # the image's USER
     [container] = pod["containers"]
     ctx: dict[str, Any] = container["securityContext"]
-    assert ctx["allowPrivilegeEscalation"] is False
     assert ctx["capabilities"] == {"drop": ["ALL"]}
-    assert ctx["readOnlyRootFilesystem"] is False
-    assert "volumes" not in pod
+    assert ctx["readOnlyRootFilesystem"] is True
 
 
 def test_read_only_root_gets_a_writable_tmp(render: Render) -> None:
-    docs = render("securityContext.readOnlyRootFilesystem=true")
-    validate_all(docs)
-    pod = operator_deployment(docs)["spec"]["template"]["spec"]
+    pod = operator_deployment(render())["spec"]["template"]["spec"]
     [container] = pod["containers"]
-    assert container["securityContext"]["readOnlyRootFilesystem"] is True
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert "emptyDir" in volumes[mounts["/tmp"]]
+    docs = render("securityContext.readOnlyRootFilesystem=false")
+    validate_all(docs)
+    assert "volumes" not in operator_deployment(docs)["spec"]["template"]["spec"]
+
+
+def test_the_operator_names_its_own_pods_for_network_policies(render: Render) -> None:
+    """CASCADE_OPERATOR_POD_LABELS select the operator's pods (and only by stable labels:
+    no chart version), and its namespace is the pod's own."""
+    pod = operator_deployment(render())["spec"]["template"]
+    [container] = pod["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    raw = env["CASCADE_OPERATOR_POD_LABELS"]["value"]
+    wanted = dict(term.split("=", 1) for term in raw.split(","))
+    assert wanted == {
+        "app.kubernetes.io/name": "cascade",
+        "app.kubernetes.io/instance": "cascade",
+        "app.kubernetes.io/component": "operator",
+    }
+    assert wanted.items() <= pod["metadata"]["labels"].items()
+    namespace = env["CASCADE_OPERATOR_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert namespace == "metadata.namespace"
+
+
+def test_rdma_is_off_unless_a_resource_is_named(render: Render) -> None:
+    def rdma_env(*values: str) -> dict[str, str]:
+        [container] = operator_deployment(render(*values))["spec"]["template"]["spec"]["containers"]
+        return {e["name"]: e["value"] for e in container["env"] if "RDMA" in e["name"]}
+
+    assert rdma_env() == {"CASCADE_RDMA_RESOURCE": "", "CASCADE_RDMA_COUNT": "1"}
+    assert rdma_env("rdma.resourceName=rdma/rdma_shared_device_a", "rdma.count=2") == {
+        "CASCADE_RDMA_RESOURCE": "rdma/rdma_shared_device_a",
+        "CASCADE_RDMA_COUNT": "2",
+    }
 
 
 def test_watch_namespaces_become_args(render: Render) -> None:

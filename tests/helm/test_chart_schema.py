@@ -44,6 +44,9 @@ SCHEMA_ERROR = "values don't meet the specifications of the schema"
         ("nodeSelector.disk=1", "nodeSelector.disk: Invalid type"),
         ("env[0].value=x", "env.0: name is required"),
         ("podSecurityContext.runAsUser=root", "podSecurityContext.runAsUser: Invalid type"),
+        ("rdma.resourceName=rdma ib", "rdma.resourceName: Does not match pattern"),
+        ("rdma.count=0", "rdma.count: Must be greater than or equal to 1"),
+        ("rdma.devices=1", "Additional property devices is not allowed"),
     ],
 )
 def test_bad_value_is_rejected(render_error: RenderError, value: str, message: str) -> None:
@@ -66,6 +69,9 @@ def test_removing_a_required_value_is_rejected(render_error: RenderError) -> Non
         "serviceAccount.create=false",
         "serviceAccount.name=my-sa",
         "rbac.create=false",
+        "rdma.resourceName=rdma/rdma_shared_device_a",
+        "rdma.resourceName=nvidia.com/hostdev",
+        "rdma.count=4",
     ],
 )
 def test_good_value_is_accepted(render: Render, value: str) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ from typing import Any
 import yaml
 
 from cascade_dev.testing import DevCluster
+from cascade_protocol.peer_auth import SECRET_KEY, bearer_headers, secret_name
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -34,12 +37,21 @@ def ensure_example_model() -> None:
     )
 
 
+# Pod IP -> its deployment's peer token, learnt whenever a Namespace lists pods: a test
+# calls a worker as the operator and gateway do, with the token (cascade_protocol.peer_auth).
+_TOKENS: dict[str, str] = {}
+
+
+def auth_headers(url: str) -> dict[str, str]:
+    """The bearer header a worker at `url` wants ({} for a pod not listed yet)."""
+    return bearer_headers(_TOKENS.get(urllib.parse.urlsplit(url).hostname or ""))
+
+
 def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
-    """One JSON request; (status, decoded body) for errors as well."""
+    """One JSON request (with the pod's token); (status, decoded body) for errors too."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json", **auth_headers(url)}
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, json.loads(resp.read() or b"null")
@@ -60,9 +72,8 @@ def small_model(out: Path) -> Path:
 
 def generated(url: str, body: dict[str, Any]) -> list[int]:
     """Token ids of one worker /v1/generate stream (NDJSON chunks)."""
-    req = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json", **auth_headers(url)}
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
     with urllib.request.urlopen(req, timeout=120) as resp:
         chunks = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
     assert chunks[-1]["finish_reason"] == "length", chunks[-1]
@@ -96,7 +107,18 @@ class Namespace:
         selector = f"cascade.dev/deployment={md},app.kubernetes.io/component={component}"
         pods = json.loads(self.kubectl("get", "pods", "-l", selector, "-o", "json"))["items"]
         live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        token = self.peer_token(md) if live else None
+        for pod in live:
+            if token and pod["status"].get("podIP"):
+                _TOKENS[pod["status"]["podIP"]] = token
         return sorted(live, key=lambda p: p["metadata"]["name"])
+
+    def peer_token(self, md: str) -> str | None:
+        """The deployment's peer token, from the Secret the operator made (None: none yet)."""
+        out = self.kubectl("get", "secret", secret_name(md), "-o", "json", check=False)
+        data = (json.loads(out).get("data") or {}) if out.strip() else {}
+        raw = data.get(SECRET_KEY)
+        return base64.b64decode(raw).decode() if raw else None
 
     def ready_pods(self, md: str) -> list[dict[str, Any]]:
         return [p for p in self.worker_pods(md) if p["status"].get("podIP") and pod_ready(p)]

@@ -101,14 +101,21 @@ async def _ready(http: aiohttp.ClientSession, worker: str) -> None:
 
 
 async def drive(
-    request: Request, worker: str, *, clients: int, run_s: float, poll_s: float
+    request: Request,
+    worker: str,
+    *,
+    clients: int,
+    run_s: float,
+    poll_s: float,
+    headers: dict[str, str] | None = None,
 ) -> tuple[list[Done], list[Poll], dict[str, Any]]:
-    """The load, once `worker` (its base URL) is ready; (done, polls, /v1/load before)."""
+    """The load, once `worker` (its base URL) is ready; (done, polls, /v1/load before).
+    `headers`: on every request (a cluster worker's peer token for its /v1/load)."""
     done: list[Done] = []
     polls: list[Poll] = []
     timeout = aiohttp.ClientTimeout(total=120)
     connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as http:
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector, headers=headers) as http:
         await _ready(http, worker)
         async with http.get(f"{worker}/v1/load") as resp:
             first = await resp.json()

@@ -35,7 +35,12 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from integration_helpers import Namespace, model_deployment, namespace_with_operator
+from integration_helpers import (
+    Namespace,
+    auth_headers,
+    model_deployment,
+    namespace_with_operator,
+)
 from itl_load import Arrivals, Request, assert_slo_broken_at_first, drive, summarize, timeline
 
 from cascade_api.constants import WORKER_PORT
@@ -128,7 +133,10 @@ def test_an_itl_slo_violation_lowers_max_batch_until_the_slo_holds(
     pod = ns.ready_pods(MD)[0]
     worker = f"http://{pod['status']['podIP']}:{WORKER_PORT}"
     started = time.monotonic()
-    load = drive(completions(url), worker, clients=CLIENTS, run_s=RUN_S, poll_s=POLL_S)
+    load = drive(
+        completions(url), worker, clients=CLIENTS, run_s=RUN_S, poll_s=POLL_S,
+        headers=auth_headers(worker),
+    )  # fmt: skip
     done, polls, first = asyncio.run(load)
     heading = (
         f"SLO {SLO_MS:.0f} ms, engine max batch {MAX_BATCH}, {CLIENTS} clients through "

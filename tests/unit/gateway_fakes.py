@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from aiohttp.typedefs import Handler
 
 from cascade_gateway.config import GatewayConfig
 from cascade_gateway.handlers import GATEWAY_KEY
@@ -68,6 +69,8 @@ class FakeWorker:
     finished: list[str] = field(default_factory=list)
     active: int = 0
     server: TestServer | None = None
+    # Like a worker with $CASCADE_PEER_TOKEN: requests without this bearer token get 401.
+    token: str | None = None
 
     def __post_init__(self) -> None:
         self.gate.set()
@@ -77,8 +80,17 @@ class FakeWorker:
         assert self.server is not None
         return str(self.server.make_url("")).rstrip("/")
 
+    @web.middleware
+    async def _door(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if (
+            self.token is not None
+            and request.headers.get("Authorization") != f"Bearer {self.token}"
+        ):
+            return web.json_response({"error": "needs the deployment's credentials"}, status=401)
+        return await handler(request)
+
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self._door])
         app.router.add_get("/v1/load", self._load)
         app.router.add_post("/v1/generate", self._generate)
         return app

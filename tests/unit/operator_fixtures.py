@@ -159,6 +159,12 @@ class FakeCluster:
         get = self.objects.get
         return get(("Deployment", namespace, name)), get(("Service", namespace, name))
 
+    def ensure_secret(self, manifest: Body) -> Body:
+        key = ("Secret", manifest["metadata"]["namespace"], manifest["metadata"]["name"])
+        if key not in self.objects:
+            self.add("Secret", manifest)
+        return self.objects[key]
+
     def create_pod(self, manifest: Body) -> None:
         key = ("Pod", manifest["metadata"]["namespace"], manifest["metadata"]["name"])
         if key not in self.objects:
@@ -177,6 +183,9 @@ class FakeCluster:
 
     def delete_job(self, namespace: str, name: str) -> None:
         self.objects.pop(("Job", namespace, name), None)
+
+    def list_network_policies(self, namespace: str, selector: str) -> list[Body]:
+        return self._list("NetworkPolicy", namespace, selector)
 
     def apply(self, manifest: Body) -> None:
         self.add(manifest["kind"], manifest)
@@ -241,6 +250,10 @@ class FakeWorkers:
     def __init__(self) -> None:
         self.by_ip: dict[str, WorkerStatus] = {}
         self.sent: list[Any] = []
+        self.tokens: dict[str, str] = {}  # pod IP -> the token its requests carry
+
+    def authorize(self, ips: Sequence[str | None], token: str) -> None:
+        self.tokens |= {ip: token for ip in ips if ip}
 
     def statuses(self, ips: Sequence[str | None]) -> list[WorkerStatus | None]:
         return [self.by_ip.get(ip) if ip else None for ip in ips]

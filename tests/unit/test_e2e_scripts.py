@@ -121,6 +121,10 @@ esac""",
         "--build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu .",
         "docker build -f Dockerfile.gateway -t ghcr.io/cascade-dev/cascade-gateway:e2e",
         "kind load docker-image --name cascade-e2e ghcr.io/cascade-dev/cascade-worker:e2e",
+        f"kubectl {ctx} label namespace cascade-system --overwrite "
+        "pod-security.kubernetes.io/enforce=restricted",
+        f"kubectl {ctx} label namespace default --overwrite "
+        "pod-security.kubernetes.io/enforce=restricted",
         "helm upgrade --install cascade charts/cascade --kube-context kind-cascade-e2e",
         f"kubectl {ctx} apply -f examples/01-minimal/modeldeployment.yaml",
         f"kubectl {ctx} wait --for=condition=Available -f examples/01-minimal/modeldeployment.yaml",

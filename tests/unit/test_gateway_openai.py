@@ -52,6 +52,17 @@ def test_completion_non_streaming() -> None:
     with_gateway(test)
 
 
+def test_the_gateway_presents_the_deployments_token_to_workers() -> None:
+    token = "t" * 43  # workers that demand it (401 without) still serve through the gateway
+
+    async def test(run: Running, client: openai.AsyncOpenAI) -> None:
+        out = await client.completions.create(model=MODEL, prompt="hello", max_tokens=2)
+        assert [c.text for c in out.choices] == ["w0 w1 "]
+        assert run.workers[0].received  # the generate passed the worker's door
+
+    with_gateway(test, [FakeWorker("w", token=token)], peer_token=token)
+
+
 def test_completion_streaming_with_usage_and_token_ids() -> None:
     async def test(run: Running, client: openai.AsyncOpenAI) -> None:
         stream = await client.completions.create(

@@ -19,7 +19,8 @@ from cascade_operator.weights.orders import TransferOrder
 from cascade_planner import PlanRequest, plan, topology_from_nodes
 from cascade_planner.topology import BYTES_PER_MBIT, send_capped
 from cascade_protocol.control import TransferRequest
-from cascade_worker.control import paced
+from cascade_protocol.peer_auth import PeerKey
+from cascade_worker.control import node_options
 from cascade_worker.multicast.runner import NodeOptions
 from cascade_worker.serving.live_plan import Seat, covers, seat_for, stage_address
 
@@ -87,11 +88,13 @@ def test_the_transfer_order_carries_live_scaling_and_the_pace() -> None:
 
 
 def test_the_worker_paces_its_node_as_ordered() -> None:
-    assert paced(None, None) is None
+    assert node_options(None, None, None) == NodeOptions()
     mine = NodeOptions(depth=2)
-    assert paced(mine, None) is mine
-    assert paced(mine, 2e6) == NodeOptions(depth=2, rate_bytes_per_s=2e6)
-    assert paced(None, 5e5) == NodeOptions(rate_bytes_per_s=5e5)
+    assert node_options(mine, None, None) is mine
+    assert node_options(mine, 2e6, None) == NodeOptions(depth=2, rate_bytes_per_s=2e6)
+    assert node_options(None, 5e5, None) == NodeOptions(rate_bytes_per_s=5e5)
+    key = PeerKey("t" * 43)
+    assert node_options(mine, None, key) == NodeOptions(depth=2, key=key)
 
 
 def nodes(n: int) -> list[dict[str, Any]]:

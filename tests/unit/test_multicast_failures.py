@@ -124,7 +124,7 @@ def test_node_survives_garbage_and_out_of_turn_frames() -> None:
             wrong = await pool.get(address, "wrong")  # a data frame where a request belongs
             await wrong.send_frame(BlockHeader(index=0, nbytes=1, chunk_bytes=1))
             oversize = await pool.get(address, "oversize")  # fetch a block that does not exist
-            await oversize.send_frame(Fetch(node="x", blocks=[999]))
+            await oversize.send_frame(Fetch(node="t2", blocks=[999]))
             reply = await oversize.recv_frame(timeout=10)
             assert reply.kind == "unavailable"
             for ep in (raw, json_bad, wrong):

@@ -45,11 +45,8 @@ def test_worker_pod_is_owned_labelled_and_shaped() -> None:
     container = pspec["containers"][0]
     assert container["image"] == "reg/cascade-worker:9"
     assert container["resources"]["limits"][c.GPU_RESOURCE] == "2"
-    assert container["resources"]["requests"] == {
-        "cpu": "4",
-        c.GPU_RESOURCE: "2",
-        c.RDMA_RESOURCE: "1",
-    }
+    # No RDMA resource unless the chart names the cluster's (rdma.resourceName).
+    assert container["resources"]["requests"] == {"cpu": "4", c.GPU_RESOURCE: "2"}
     assert pspec["nodeSelector"] == {c.LABEL_GPU_PRODUCT: "H100"}
     assert pspec["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert container["readinessProbe"]["httpGet"]["path"] == c.READY_PATH

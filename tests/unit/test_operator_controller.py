@@ -13,6 +13,8 @@ from cascade_operator.builders import worker_selector
 from cascade_operator.config import OperatorConfig
 from cascade_operator.controller import Controller
 from cascade_operator.host_copies import host_copy_selector
+from cascade_operator.peer_secret import token_of
+from cascade_protocol.peer_auth import secret_name, token_env
 from cascade_protocol.status import WorkerStatus
 
 B = 8
@@ -75,7 +77,15 @@ def test_first_reconcile_creates_pods_gateway_and_a_status() -> None:
         "await",
     ]
     kinds = {k for k, ns, name in cluster.objects if name == "llama-gateway"}
-    assert kinds == {"Deployment", "Service", "ServiceAccount", "Role", "RoleBinding"}
+    assert kinds == {
+        "Deployment",
+        "Service",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "NetworkPolicy",
+    }
+    assert ("NetworkPolicy", REF.namespace, "llama-workers") in cluster.objects
     got = status(cluster)  # what existed when it looked: nothing yet
     assert (got["observedGeneration"], got["replicas"], got["readyReplicas"]) == (1, 0, 0)
     assert conditions(cluster)["Progressing"]["reason"] == "ScalingUp"
@@ -153,3 +163,24 @@ def test_a_deleted_deployment_is_left_alone() -> None:
     cluster.objects.clear()
     reconcile(controller)  # gone between the event and the reconcile: nothing to do
     assert cluster.objects == {}
+
+
+def test_the_deployment_gets_one_peer_token_its_pods_and_requests_carry() -> None:
+    controller, cluster, workers = world(2)
+    reconcile(controller)
+    secret = cluster.objects[("Secret", REF.namespace, secret_name(REF.name))]
+    token = token_of(secret)
+    assert token is not None and len(token) >= 43
+    assert secret["metadata"]["ownerReferences"][0]["name"] == REF.name
+    gateway = cluster.objects[("Deployment", REF.namespace, "llama-gateway")]
+    pods = [*cluster.list_pods(REF.namespace, f"{c.LABEL_DEPLOYMENT}={REF.name}")]
+    containers = [p["spec"]["containers"][0] for p in pods]
+    containers.append(gateway["spec"]["template"]["spec"]["containers"][0])
+    for container in containers:  # workers, the host copy, the gateway
+        assert token_env(REF.name) in container["env"], container["name"]
+        assert token not in str(container)  # by reference only
+    run_pod(cluster, "llama-0", "10.0.0.1", ready=False)
+    reconcile(controller)
+    # The same token (made once), and the worker client presents it to the pod.
+    assert token_of(cluster.objects[("Secret", REF.namespace, secret_name(REF.name))]) == token
+    assert workers.tokens == {"10.0.0.1": token}

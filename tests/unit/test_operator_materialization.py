@@ -117,7 +117,7 @@ def test_the_job_runs_the_worker_once_in_the_materialize_role_shaped_like_an_ins
     (container,) = pod["containers"]
     assert "readinessProbe" not in container and "livenessProbe" not in container
     assert container["image"] == "reg/cascade-worker:9"
-    assert container["resources"] == builders.worker_resources(spec)
+    assert container["resources"] == builders.worker_resources(spec, CFG)
     assert container["resources"]["limits"][c.GPU_RESOURCE] == "1"
     got = env(container)
     assert got["CASCADE_ROLE"] == "materialize"
@@ -133,9 +133,10 @@ def test_the_job_runs_the_worker_once_in_the_materialize_role_shaped_like_an_ins
 def test_a_pvc_model_is_writable_in_the_job_only() -> None:
     spec = md(model={"uri": PVC})
     pod = profile_job(REF, spec, CFG)["spec"]["template"]["spec"]
-    assert pod["volumes"] == [
-        {"name": "model", "persistentVolumeClaim": {"claimName": "models", "readOnly": False}}
-    ]
+    assert pod["volumes"][0] == {
+        "name": "model",
+        "persistentVolumeClaim": {"claimName": "models", "readOnly": False},
+    }
     assert pod["containers"][0]["volumeMounts"][0]["readOnly"] is False
     # Instances and host copies keep the claim read-only (a fresh build each time).
     for other in (builders.worker_pod(REF, spec, 0, CFG), host_copy_pod(REF, spec, 0, CFG)):

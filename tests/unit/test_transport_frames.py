@@ -65,9 +65,12 @@ def test_oversize_frames_are_refused_on_send() -> None:
 
 
 def test_chunk_ranges_cover_exactly() -> None:
-    assert chunk_ranges(10, 4) == [(0, 4), (4, 8), (8, 10)]
-    assert chunk_ranges(8, 4) == [(0, 4), (4, 8)]
-    assert chunk_ranges(0, 4) == []
+    assert list(chunk_ranges(10, 4)) == [(0, 4), (4, 8), (8, 10)]
+    assert list(chunk_ranges(8, 4)) == [(0, 4), (4, 8)]
+    assert list(chunk_ranges(0, 4)) == []
+    assert chunk_ranges(10, 4)[-1] == (8, 10) and chunk_ranges(10, 4)[1:] == [(4, 8), (8, 10)]
+    # A peer's 1-byte chunks of a terabyte are counted, not listed.
+    assert len(chunk_ranges(1 << 40, 1)) == 1 << 40
     assert num_chunks(1 << 20, 1 << 18) == 4
     with pytest.raises(ValueError):
         chunk_ranges(10, 0)

@@ -6,7 +6,12 @@ import pytest
 
 from cascade_api.modeldeployment import SloClasses
 from cascade_protocol.cli_args import DEFAULT_DRAIN_SECONDS, bind_host
-from cascade_worker.config import DEFAULT_REQUEST_DRAIN_SECONDS, WorkerConfig, load_config
+from cascade_worker.config import (
+    DEFAULT_QUEUE_LIMIT,
+    DEFAULT_REQUEST_DRAIN_SECONDS,
+    WorkerConfig,
+    load_config,
+)
 
 
 def test_defaults_from_empty_env() -> None:
@@ -68,7 +73,10 @@ def test_bad_values_are_usage_errors(argv: list[str], env: dict[str, str]) -> No
 def test_serving_defaults() -> None:
     config = load_config([], {})
     assert config.serve_on_start is False
-    assert (config.max_batch, config.max_model_len, config.queue_limit) == (None, None, 0)
+    assert (config.max_batch, config.max_model_len) == (None, None)
+    # The waiting queue is bounded unless asked otherwise (0 = no limit, explicitly).
+    assert config.queue_limit == DEFAULT_QUEUE_LIMIT > 0
+    assert load_config(["--queue-limit", "0"], {}).queue_limit == 0
     assert (config.device, config.served_name, config.dtype) == ("", "", "auto")
     assert config.request_drain_seconds == DEFAULT_REQUEST_DRAIN_SECONDS
 

@@ -302,6 +302,11 @@ def test_conflicts_are_409(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> 
 def test_split_peer() -> None:
     assert split_peer("198.18.0.7") == ("198.18.0.7", 8080)
     assert split_peer("127.0.0.1:9000") == ("127.0.0.1", 9000)
-    for bad in (":80", "h:0", "h:x"):
+    assert split_peer("[fd00::5]:8080") == ("[fd00::5]", 8080)
+    for bad in (":80", "h:0", "h:x", "example.com"):
         with pytest.raises(RequestError):
+            split_peer(bad)
+    # The cloud metadata service and other non-pod addresses: refused before any call.
+    for bad in ("169.254.169.254", "169.254.169.254:80", "224.0.0.1", "0.0.0.0", "[fe80::1]"):
+        with pytest.raises(RequestError, match="not a pod address"):
             split_peer(bad)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cascade_api.constants import DATA_PORT, PIPELINE_PORT, WORKER_PORT
 from cascade_api.modeldeployment import Dtype
@@ -23,6 +23,7 @@ from cascade_protocol.cli_args import (
     parse_port,
     parse_seconds,
 )
+from cascade_protocol.peer_auth import PeerKey, key_from_env
 from cascade_protocol.status import WorkerRole
 from cascade_worker.config_batch import (
     DEFAULT_ADAPTIVE_BATCH_TICK_SECONDS,
@@ -36,6 +37,11 @@ DEFAULT_BLOCKS = 4
 # How long in-flight generations may take to finish at shutdown or on a drain request,
 # after the readiness grace; with the default grace it fits a 30 s termination grace.
 DEFAULT_REQUEST_DRAIN_SECONDS = 20.0
+# Requests waiting for a batch slot before 429 (the gateway then tries another backend).
+# The gateway sends a backend at most its batch plus a small slack, so this is only ever
+# reached by direct clients or a burst while the batch cap drops; it bounds the memory
+# of waiting requests (each at most a 1 MiB body) at a few hundred MiB.
+DEFAULT_QUEUE_LIMIT = 256
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,7 @@ class WorkerConfig:
     prefill_tokens_per_step: int | None = None
     # Most requests waiting for a batch slot before 429 (0 = no limit): the gateway holds
     # the real queues, so a worker's queue stays short and its wait visible to routing.
-    queue_limit: int = 0
+    queue_limit: int = DEFAULT_QUEUE_LIMIT
     # Where the engine runs ("cuda:0", "cpu"); empty = the engine's default.
     device: str = ""
     # Weight/activation dtype ("bfloat16", ...); "auto" = the checkpoint's ($CASCADE_DTYPE).
@@ -106,6 +112,9 @@ class WorkerConfig:
     compile: bool = False
     # A profile Job's run ($CASCADE_ROLE=materialize): profile once, write, exit.
     materialize_once: bool = False
+    # The deployment's peer token ($CASCADE_PEER_TOKEN, from the Secret the operator
+    # makes): peers without it are refused (auth.py). None: open (tests, local runs).
+    peer_key: PeerKey | None = field(default=None, repr=False)
 
 
 parse_blocks = int_at_least(1, "block count")
@@ -198,8 +207,9 @@ def add_engine_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> 
     parser.add_argument(
         "--queue-limit",
         type=parse_limit,
-        default=env.get("CASCADE_QUEUE_LIMIT", "0"),
-        help="waiting requests before 429, 0 = no limit (env CASCADE_QUEUE_LIMIT)",
+        default=env.get("CASCADE_QUEUE_LIMIT") or str(DEFAULT_QUEUE_LIMIT),
+        help="waiting requests before 429, 0 = no limit "
+        f"(env CASCADE_QUEUE_LIMIT, default {DEFAULT_QUEUE_LIMIT})",
     )
     parser.add_argument(
         "--device",
@@ -277,4 +287,5 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         materialization=args.materialization,
         compile=args.compile,
         materialize_once=args.role == WorkerRole.MATERIALIZE,
+        peer_key=key_from_env(env),
     )

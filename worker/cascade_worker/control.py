@@ -24,6 +24,7 @@ from prometheus_client import Counter
 
 from cascade_api.scaleplan import SourceTier
 from cascade_protocol.control import Accepted, LoadRequest, ManifestInfo, TransferRequest
+from cascade_protocol.peer_auth import PeerKey
 from cascade_protocol.status import (
     LoadReport,
     TransferReport,
@@ -208,13 +209,17 @@ async def start_transfer(ctl: Control, req: TransferRequest, *, claimed: bool = 
     )
 
 
-def paced(options: NodeOptions | None, send_bytes_per_s: float | None) -> NodeOptions | None:
-    """The node's options with the order's sending pace (spec.multicast.rateMbit)."""
-    if send_bytes_per_s is None:
-        return options
+def node_options(
+    options: NodeOptions | None, send_bytes_per_s: float | None, key: PeerKey | None
+) -> NodeOptions:
+    """The node's options with the order's sending pace (spec.multicast.rateMbit) and the
+    deployment's peer token."""
     from cascade_worker.multicast.runner import NodeOptions
 
-    return replace(options or NodeOptions(), rate_bytes_per_s=send_bytes_per_s)
+    opts = options or NodeOptions()
+    if send_bytes_per_s is not None:
+        opts = replace(opts, rate_bytes_per_s=send_bytes_per_s)
+    return opts if key is None else replace(opts, key=key)
 
 
 def import_transfer_path() -> type[MulticastNode]:
@@ -240,8 +245,8 @@ async def _run_transfer(ctl: Control, req: TransferRequest, store: BlockStore | 
             await asyncio.to_thread(offer_stored, store, ctl.config.model_path)
         node = node_class(
             req.plan, me, store, listener=ctl.data_listener(),
-            options=paced(ctl.options, req.send_bytes_per_s), on_result=hooks.on_result,
-            on_layers_ready=hooks.on_layers_ready,
+            options=node_options(ctl.options, req.send_bytes_per_s, ctl.config.peer_key),
+            on_result=hooks.on_result, on_layers_ready=hooks.on_layers_ready,
         )  # fmt: skip
         state.node = node
         result = await node.run(dict(req.peers))

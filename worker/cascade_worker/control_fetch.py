@@ -7,11 +7,18 @@ source and leader, self = target), and hands the same plan and peers map to the 
 (POST /v1/control/transfer) and to itself. Data addresses are the peers' data ports;
 this worker's own address is its bind host, or, when bound to every interface, the
 address the fetch request reached it on.
+
+Who may make this worker call out: only holders of the deployment's token (auth.py), and
+only to a unicast address: a fetch aimed at link-local (cloud metadata at
+169.254.169.254), multicast or unspecified addresses, or at a name, is refused before any
+request goes out. The peer must itself accept the deployment's token (the calls carry
+it), so a stranger's address answers 401/403 and the fetch fails.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import time
 from typing import Any
 
@@ -33,11 +40,18 @@ ANY_HOST = ("", "0.0.0.0", "::")
 def split_peer(peer: str) -> tuple[str, int]:
     """ "IP[:PORT]" -> (host, port); RequestError(400) naming `peer` when malformed."""
     host, sep, port = peer.rpartition(":")
-    if not sep:
-        return peer, WORKER_PORT
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise RequestError(400, f"peer: {peer!r} is not HOST or HOST:PORT")
-    return host, int(port)
+    if peer.endswith("]") or (host.count(":") and not host.endswith("]")):
+        host, sep = peer, ""  # [v6] or a bare v6 address: no port
+    host, port_n = (peer, WORKER_PORT) if not sep else (host, port)
+    if sep and (not host or not port.isdigit() or not 0 < int(port) < 65536):
+        raise RequestError(400, f"peer: {peer!r} is not IP or IP:PORT")
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        raise RequestError(400, f"peer: {host!r} is not an IP address (a pod IP)") from None
+    if ip.is_link_local or ip.is_multicast or ip.is_unspecified or ip.is_reserved:
+        raise RequestError(400, f"peer: {host} is not a pod address (link-local, multicast, ...)")
+    return host, int(port_n)
 
 
 async def _call(
@@ -92,7 +106,9 @@ async def fetch(ctl: Control, request: web.Request) -> Accepted:
     state.claim(WorkerPhase.TRANSFERRING)
     try:
         base = f"http://{host}:{port}"
-        async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http:
+        key = ctl.config.peer_key
+        headers = key.headers if key is not None else {}
+        async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT, headers=headers) as http:
             info = await peer_manifest(http, base, req.blocks)
             if info.pod == me:
                 raise RequestError(400, f"peer: {req.peer} is this worker ({me})")

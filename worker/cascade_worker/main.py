@@ -31,6 +31,8 @@ from prometheus_client import CollectorRegistry, Gauge, Info
 
 from cascade_protocol.service import create_app, new_registry, serve, setup_logging
 from cascade_protocol.status import STATUS_PATH, StartupStage, WorkerRole, WorkerStatus
+from cascade_worker import credentials
+from cascade_worker.auth import guard, register_auth_metrics
 from cascade_worker.config import WorkerConfig, load_config
 from cascade_worker.control import CONTROL_KEY, Control, import_transfer_path
 from cascade_worker.control_routes import add_control
@@ -85,6 +87,9 @@ def build_app(
     register_metrics(registry, config)
     app = create_app(registry)
     app[CONFIG_KEY] = config
+    guard(app, config.peer_key)
+    credentials.install(config.peer_key)  # for the pipeline's connections (credentials.py)
+    register_auth_metrics(registry)
     add_control(app, control or Control(config), registry)
     if config.host_copy:
         add_host_copy(app)

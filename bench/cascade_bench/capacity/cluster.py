@@ -31,6 +31,7 @@ import yaml
 from cascade_api import constants as c
 from cascade_api.crd import model_deployment_crd, scale_plan_crd
 from cascade_bench.scaleup import _operator
+from cascade_bench.worker_auth import authorize
 from cascade_dev.cpuquota import LABEL_NODE_CPU
 
 NAME = "capacity"
@@ -122,6 +123,7 @@ class Deployment:
             node = self.core.read_node(p.spec.node_name)
             cpu = (node.metadata.labels or {}).get(LABEL_NODE_CPU)
             out.append(Worker(p.metadata.name, p.spec.node_name, p.status.pod_ip, _cores(cpu)))
+        authorize(self.core, self.ns, NAME, [w.ip for w in out])
         return sorted(out, key=lambda w: w.pod)
 
     def wait_ready(self, n: int, timeout_s: float) -> list[Worker]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from cascade_bench.capacity.stats import Chunk, CurvePoint, Window, curve_point
+from cascade_bench.worker_auth import headers_for
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def _body(load: Load) -> dict[str, object]:
 async def _one(session: aiohttp.ClientSession, url: str, load: Load, rec: _Record) -> None:
     stream: list[Chunk] = []
     rec.streams.append(stream)
-    async with session.post(url, json=_body(load)) as resp:
+    async with session.post(url, json=_body(load), headers=headers_for(url)) as resp:
         if resp.status != 200:
             rec.errors.append(f"{url}: HTTP {resp.status} {(await resp.text())[:200]}")
             await asyncio.sleep(0.5)

@@ -25,6 +25,7 @@ from cascade_bench.autoscale.cluster import Bench, bench_namespace, dev_cluster,
 from cascade_bench.autoscale.manifest import body, md_name
 from cascade_bench.burst.probes import worker_pods
 from cascade_bench.coldstart import modes, report
+from cascade_bench.worker_auth import authorize, headers_for
 from cascade_dev.paths import StatePaths, default_state_dir
 from cascade_protocol.status import STATUS_PATH
 
@@ -79,11 +80,9 @@ def _materialized(b: Bench, run: str) -> bool:
 def first_token_s(ip: str, timeout_s: float) -> float:
     """Seconds until the first streamed chunk of a one-token greedy request."""
     ask = {"request_id": "cold", "prompt": "Hello", "params": {"max_tokens": 1}}
-    req = urllib.request.Request(
-        f"http://{ip}:{c.WORKER_PORT}/v1/generate",
-        data=json.dumps(ask).encode(),
-        headers={"Content-Type": "application/json"},
-    )
+    url = f"http://{ip}:{c.WORKER_PORT}/v1/generate"
+    headers = {"Content-Type": "application/json", **headers_for(url)}
+    req = urllib.request.Request(url, data=json.dumps(ask).encode(), headers=headers)
     began = time.monotonic()
     with urllib.request.urlopen(req, timeout=timeout_s) as resp:
         resp.readline()
@@ -119,6 +118,7 @@ def one(
     b.scale(run, start + 1)
     pod = _wait(f"{run}: a new Ready pod", lambda: _ready_new(b, run, before), cfg.timeout_s)
     ready_s = time.monotonic() - t0
+    authorize(b.core, b.ns, md_name(run), [pod.status.pod_ip])
     token_s = first_token_s(pod.status.pod_ip, cfg.timeout_s)
     name = pod.metadata.name
     url = f"http://{pod.status.pod_ip}:{c.WORKER_PORT}{STATUS_PATH}"

@@ -31,6 +31,14 @@ app.kubernetes.io/name: {{ include "cascade.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/*
+The operator pods' selector labels as `k=v,...` (env CASCADE_OPERATOR_POD_LABELS): the
+NetworkPolicies the operator builds name its pods by them.
+*/}}
+{{- define "cascade.operatorPodLabels" -}}
+{{- printf "app.kubernetes.io/name=%s,app.kubernetes.io/instance=%s,app.kubernetes.io/component=operator" (include "cascade.name" .) .Release.Name }}
+{{- end }}
+
 {{- define "cascade.labels" -}}
 helm.sh/chart: {{ include "cascade.chart" . }}
 {{ include "cascade.selectorLabels" . }}
@@ -92,6 +100,12 @@ empty, else per watched namespace (Role). No wildcards: every verb is listed.
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["secrets"]  # each deployment's peer token: made once, read each reconcile
+  verbs: ["get", "create", "delete"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["list", "create", "patch"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]

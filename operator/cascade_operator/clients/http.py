@@ -23,10 +23,13 @@ def pod_url(ip: str, port: int, path: str) -> str:
     return f"http://{host}:{port}{path}"
 
 
-def get_typed(url: str, model: type[M], timeout_s: float) -> M | None:
+def get_typed(
+    url: str, model: type[M], timeout_s: float, headers: dict[str, str] | None = None
+) -> M | None:
     """GET `url` parsed as `model`, or None (unreachable, not 200, or not parsing)."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        req = urllib.request.Request(url, headers=headers or {})
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             if resp.status != 200:
                 return None
             doc = json.loads(resp.read() or b"null")

@@ -23,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from cascade_api import constants as c
 from cascade_api.base import utcnow
 from cascade_operator.events import EventNote
+from cascade_protocol.peer_auth import secret_name
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -91,6 +92,7 @@ class Cluster:
         self.custom = client.CustomObjectsApi(api)
         self.rbac = client.RbacAuthorizationV1Api(api)
         self.batch = client.BatchV1Api(api)
+        self.networking = client.NetworkingV1Api(api)
 
     def _dict(self, obj: Any) -> Body:
         result: Body = self._api.sanitize_for_serialization(obj)
@@ -123,6 +125,20 @@ class Cluster:
         return found[0], found[1]
 
     @refusals_as_api_error
+    def ensure_secret(self, manifest: Body) -> Body:
+        """The Secret named in `manifest` as stored: created from it when missing, left
+        as it is when it exists (a peer token must not change under running pods)."""
+        meta = manifest["metadata"]
+        try:
+            return self._dict(self.core.read_namespaced_secret(meta["name"], meta["namespace"]))
+        except ApiException as err:
+            if not _missing(err):
+                raise
+        with _success_on(409):  # another reconcile made it first: read that one
+            return self._dict(self.core.create_namespaced_secret(meta["namespace"], manifest))
+        return self._dict(self.core.read_namespaced_secret(meta["name"], meta["namespace"]))
+
+    @refusals_as_api_error
     def create_pod(self, manifest: Body) -> None:
         with _success_on(409):
             self.core.create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
@@ -150,28 +166,25 @@ class Cluster:
             )
 
     @refusals_as_api_error
+    def list_network_policies(self, namespace: str, selector: str) -> list[Body]:
+        found = self.networking.list_namespaced_network_policy(namespace, label_selector=selector)
+        return [self._dict(p) for p in found.items]
+
+    @refusals_as_api_error
     def apply(self, manifest: Body) -> None:
-        """Create a gateway object (Deployment, Service, its ServiceAccount and RBAC), or
-        merge-patch it to the manifest."""
+        """Create a gateway object (Deployment, Service, its ServiceAccount and RBAC) or a
+        NetworkPolicy, or merge-patch it to the manifest."""
         kind, meta = manifest["kind"], manifest["metadata"]
-        create: Any
-        patch: Any
-        create, patch = {
-            "Deployment": (
-                self.apps.create_namespaced_deployment,
-                self.apps.patch_namespaced_deployment,
-            ),
-            "Service": (self.core.create_namespaced_service, self.core.patch_namespaced_service),
-            "ServiceAccount": (
-                self.core.create_namespaced_service_account,
-                self.core.patch_namespaced_service_account,
-            ),
-            "Role": (self.rbac.create_namespaced_role, self.rbac.patch_namespaced_role),
-            "RoleBinding": (
-                self.rbac.create_namespaced_role_binding,
-                self.rbac.patch_namespaced_role_binding,
-            ),
+        api, noun = {  # each API's create_namespaced_<noun> and patch_namespaced_<noun>
+            "Deployment": (self.apps, "deployment"),
+            "Service": (self.core, "service"),
+            "ServiceAccount": (self.core, "service_account"),
+            "Role": (self.rbac, "role"),
+            "RoleBinding": (self.rbac, "role_binding"),
+            "NetworkPolicy": (self.networking, "network_policy"),
         }[kind]
+        create: Any = getattr(api, f"create_namespaced_{noun}")
+        patch: Any = getattr(api, f"patch_namespaced_{noun}")
         try:
             create(meta["namespace"], manifest)
         except ApiException as err:
@@ -272,7 +285,8 @@ class Cluster:
 
     @refusals_as_api_error
     def delete_owned(self, namespace: str, md: str) -> int:
-        """Delete every Job, pod, gateway object and ScalePlan of `md`; returns pods left."""
+        """Delete every Job, pod, gateway object, ScalePlan and the peer-token Secret of `md`;
+        returns pods left."""
         selector = f"{c.LABEL_DEPLOYMENT}={md}"
         for job in self.list_jobs(namespace, selector):  # first: a Job would make new pods
             self.delete_job(namespace, job["metadata"]["name"])
@@ -294,4 +308,6 @@ class Cluster:
         self.custom.delete_collection_namespaced_custom_object(
             c.GROUP, c.VERSION, namespace, c.SP_PLURAL, label_selector=selector
         )
+        with _success_on(404):  # the peer token: the pods that held it are going
+            self.core.delete_namespaced_secret(secret_name(md), namespace, _preload_content=False)
         return len(pods)

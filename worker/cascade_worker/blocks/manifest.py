@@ -14,10 +14,14 @@ stay uint8 and are viewed through torch).
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+import os
+from typing import Annotated, Any
 
 import xxhash
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from cascade_protocol import limits
 
 # torch dtype name -> (safetensors dtype code, bytes per element)
 DTYPES: dict[str, tuple[str, int]] = {
@@ -59,9 +63,17 @@ class TensorEntry(BaseModel):
 
     name: str  # HF parameter name, e.g. "model.layers.3.self_attn.q_proj.weight"
     dtype: str  # torch dtype name, a key of DTYPES
-    shape: tuple[int, ...]
+    shape: tuple[Annotated[int, Field(ge=0)], ...]
     offset: int = Field(ge=0)  # byte offset inside the block buffer; multiple of ALIGNMENT
     nbytes: int = Field(ge=0)  # = prod(shape) * itemsize(dtype)
+
+    @model_validator(mode="after")
+    def _sized_by_shape(self) -> TensorEntry:
+        expected = math.prod(self.shape) * itemsize(self.dtype)
+        if self.nbytes != expected:
+            raise ValueError(f"nbytes: {self.nbytes}, but {self.dtype}{list(self.shape)} is "
+                             f"{expected} bytes")  # fmt: skip
+        return self
 
 
 class BlockManifest(BaseModel):
@@ -76,6 +88,16 @@ class BlockManifest(BaseModel):
     checksum: str  # xxh3_128 hex digest of the whole buffer
     tensors: list[TensorEntry]
 
+    @model_validator(mode="after")
+    def _tensors_inside(self) -> BlockManifest:
+        if self.layer_end < self.layer_start:
+            raise ValueError(f"layer_end: {self.layer_end} < layer_start {self.layer_start}")
+        for t in self.tensors:
+            if t.offset + t.nbytes > self.nbytes:
+                raise ValueError(f"tensors: {t.name} ends at byte {t.offset + t.nbytes}, past "
+                                 f"the block's nbytes {self.nbytes}")  # fmt: skip
+        return self
+
 
 class ModelManifest(BaseModel):
     """A whole model as blocks, plus what is needed to write an HF directory back."""
@@ -86,7 +108,8 @@ class ModelManifest(BaseModel):
     arch: str  # config["architectures"][0], e.g. "LlamaForCausalLM"
     num_layers: int = Field(ge=1)
     config: dict[str, Any]  # config.json as loaded
-    blocks: list[BlockManifest]
+    # Each block becomes a buffer (BlockStore): their count and sizes are bounded.
+    blocks: list[BlockManifest] = Field(max_length=limits.MAX_MODEL_BLOCKS)
     # Small text files kept with the model (tokenizer.json, generation_config.json, ...):
     # file name -> content. Covered by the digest.
     extras: dict[str, str] = Field(default_factory=dict)
@@ -94,6 +117,13 @@ class ModelManifest(BaseModel):
     @property
     def total_bytes(self) -> int:
         return sum(b.nbytes for b in self.blocks)
+
+    @model_validator(mode="after")
+    def _blocks_in_order(self) -> ModelManifest:
+        for position, block in enumerate(self.blocks):
+            if block.index != position:
+                raise ValueError(f"blocks: block {position} has index {block.index}")
+        return self
 
     def block_of_layer(self, layer: int) -> int:
         """Index of the block holding decoder layer `layer`."""
@@ -106,6 +136,20 @@ class ModelManifest(BaseModel):
         return self.digest == model_digest(
             self.arch, self.num_layers, self.config, self.blocks, self.extras
         )
+
+
+def host_memory_bytes() -> int:
+    """This machine's physical memory: no received manifest may ask for more buffers."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_fits(manifest: ModelManifest, limit: int | None = None) -> None:
+    """ValueError naming the field when `manifest`'s blocks exceed `limit` bytes (default:
+    this host's memory), before a store allocates their buffers."""
+    limit = host_memory_bytes() if limit is None else limit
+    if manifest.total_bytes > limit:
+        raise ValueError(f"manifest.blocks: {manifest.total_bytes} bytes in all, more than "
+                         f"the {limit} bytes this host can hold")  # fmt: skip
 
 
 def checksum(data: Any) -> str:

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from cascade_protocol.peer_auth import MULTICAST, PeerKey, prove_or_none
 from cascade_worker.multicast.frames import Attach, BlockHeader, Fetch, FrameT, Unavailable
 from cascade_worker.multicast.progress import BlockProgress
 from cascade_worker.transport.endpoint import Endpoint, TransportError
@@ -44,8 +45,10 @@ class Fetcher:
         *,
         depth: int,
         stall_timeout_s: float,
+        key: PeerKey | None = None,
     ) -> None:
         self.me = me
+        self.key = key  # the deployment's token: proves this node to its senders
         self.progress = progress
         self.store = progress.store
         self.pool = pool
@@ -103,7 +106,9 @@ class Fetcher:
         """The pooled data connection to `address`, introduced (attach) once."""
         ep = await self.pool.get(address)
         if not ep.state.get("attached"):
-            await ep.send_frame(Attach(node=self.me))
+            await ep.send_frame(
+                Attach(node=self.me, proof=prove_or_none(self.key, MULTICAST, self.me))
+            )
             ep.state["attached"] = True
         return ep
 

@@ -12,6 +12,8 @@ import asyncio
 import logging
 import time
 
+from cascade_protocol.peer_auth import MULTICAST, PeerKey, prove_or_none
+from cascade_worker.blocks.manifest import check_fits
 from cascade_worker.multicast.frames import Alive, Done, FrameT, Hello, Manifest, Ready, Start
 from cascade_worker.multicast.result import NodeResult
 from cascade_worker.transport.endpoint import Endpoint, TransportError
@@ -40,7 +42,9 @@ class LeaderLink:
         me: str,
         timeout_s: float,
         heartbeat_s: float = 3.0,
+        key: PeerKey | None = None,
     ) -> None:
+        self.key = key  # the deployment's token: proves this node to the leader
         self.pool = pool
         self.address = address
         self.me = me
@@ -65,12 +69,19 @@ class LeaderLink:
         manifest (and the materialized state that goes with it)."""
         self._ep = await self._connect()
         want = digest is None
-        await self._ep.send_frame(Hello(node=self.me, want_manifest=want, digest=digest))
+        proof = prove_or_none(self.key, MULTICAST, self.me)
+        await self._ep.send_frame(
+            Hello(node=self.me, want_manifest=want, digest=digest, proof=proof)
+        )
         if not want:
             return None
         frame = await self._ep.recv_frame(timeout=self.timeout_s)
         if not isinstance(frame, Manifest):
             raise FrameError(f"expected the manifest, got {frame.kind!r}")
+        try:
+            check_fits(frame.manifest)  # before a store allocates its blocks' buffers
+        except ValueError as exc:
+            raise FrameError(str(exc)) from None
         return frame
 
     async def ready(self) -> None:

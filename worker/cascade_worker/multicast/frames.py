@@ -9,6 +9,10 @@ control (every node ↔ the leader, the plan's first source)
 
 data (a receiver → the peer it pulls from)
     receiver → sender  attach{node}  (once, right after connecting: who this is)
+
+The frame that opens a connection (hello, attach, or a fetch) carries a `proof` of the
+deployment's peer token (cascade_protocol.peer_auth); a server holding the token refuses
+a connection without a valid one, or from a node that is not in the plan.
     receiver → sender  fetch{blocks, cut_through, step}
     sender → receiver  for each requested block, in order: block{index, nbytes,
                        chunk_bytes} followed by the block's chunk messages, or
@@ -24,7 +28,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from cascade_protocol import limits
 from cascade_protocol.materialize import MaterializedState
+from cascade_protocol.peer_auth import PeerProof
 from cascade_worker.blocks.manifest import ModelManifest
 from cascade_worker.transport.frames import FrameCodec
 
@@ -33,11 +39,18 @@ class _Frame(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# A block index (the receiver checks it against the manifest); a list of them is sized
+# by the model's blocks, so it is bounded like them.
+BlockIndex = Annotated[int, Field(ge=0, lt=limits.MAX_MODEL_BLOCKS)]
+BlockList = Annotated[list[BlockIndex], Field(max_length=limits.MAX_MODEL_BLOCKS)]
+
+
 class Hello(_Frame):
     kind: Literal["hello"] = "hello"
     node: str
     want_manifest: bool = False
     digest: str | None = None  # model digest a source holds (checked against the leader's)
+    proof: PeerProof | None = None  # the deployment's token (peer_auth): opens the connection
 
 
 class Manifest(_Frame):
@@ -60,7 +73,7 @@ class Start(_Frame):
 class Done(_Frame):
     kind: Literal["done"] = "done"
     node: str
-    missing: list[int] = Field(default_factory=list)
+    missing: BlockList = Field(default_factory=list)
     complete_s: float | None = None
 
 
@@ -79,12 +92,14 @@ class Shutdown(_Frame):
 class Attach(_Frame):
     kind: Literal["attach"] = "attach"
     node: str
+    proof: PeerProof | None = None
 
 
 class Fetch(_Frame):
     kind: Literal["fetch"] = "fetch"
     node: str  # who asks (for logs and fault injection)
-    blocks: list[int] = Field(min_length=1)
+    proof: PeerProof | None = None  # needed when a fetch opens the connection
+    blocks: BlockList = Field(min_length=1)
     # True: the sender may relay a block while it is still arriving (chains). False: only
     # verified, installed blocks (retries after a checksum failure, binomial steps).
     cut_through: bool = False

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cascade_api.scaleplan import ScalePlanSpec
+from cascade_protocol.peer_auth import key_from_env
 from cascade_worker.multicast.result import NodeResult
 from cascade_worker.multicast.runner import MulticastNode, NodeOptions
 from cascade_worker.transport.env import stop_notifier, use_notifier_thread
@@ -88,6 +89,7 @@ async def amain(args: argparse.Namespace) -> NodeResult:
         linger_s=args.linger_s,
         rate_bytes_per_s=args.rate_mbit * 1e6 / 8 if args.rate_mbit else None,
         corrupt_blocks=tuple(args.corrupt_block),
+        key=key_from_env(),  # $CASCADE_PEER_TOKEN, as in a worker; unset: open
     )
     store = None
     if args.model_dir is not None:

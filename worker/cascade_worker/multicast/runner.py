@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from cascade_api.scaleplan import ScalePlanSpec
+from cascade_protocol.peer_auth import PeerKey
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.multicast.coordinator import Coordinator
 from cascade_worker.multicast.fetch import Fetcher
@@ -54,6 +55,9 @@ class NodeOptions:
     max_attempts: int = 3  # checksum failures per (block, sender) before trying elsewhere
     rate_bytes_per_s: float | None = None  # cap on this node's sending rate
     corrupt_blocks: tuple[int, ...] = ()  # fault injection: send these once with a bad bit
+    # The deployment's peer token (cascade_protocol.peer_auth): proves this node to its
+    # peers and refuses connections without it or from outside the plan. None: open.
+    key: PeerKey | None = None
 
 
 class MulticastNode:
@@ -85,6 +89,8 @@ class MulticastNode:
             pacer=Pacer(opts.rate_bytes_per_s),
             corrupt={b: 1 for b in opts.corrupt_blocks},
             order=StepOrder(self.role.outgoing, opts.stall_timeout_s),
+            key=opts.key,
+            members=self.role.participants,
         )
         self.server = own_or_lent(listener, self.blocks.handle, CODEC, host, port, me)
         self.pool: EndpointPool[FrameT] = EndpointPool(CODEC)
@@ -155,7 +161,12 @@ class MulticastNode:
     async def _follow(self, peers: Mapping[str, str]) -> NodeResult:
         opts, role = self.options, self.role
         link = LeaderLink(
-            self.pool, peers[role.leader], self.me, opts.ready_timeout_s, opts.heartbeat_s
+            self.pool,
+            peers[role.leader],
+            self.me,
+            opts.ready_timeout_s,
+            opts.heartbeat_s,
+            key=opts.key,
         )
         sent = await link.hello(self.store.manifest.digest if self.store else None)
         if sent is not None:
@@ -170,6 +181,7 @@ class MulticastNode:
             peers,
             depth=opts.depth,
             stall_timeout_s=opts.stall_timeout_s,
+            key=opts.key,
         )
         await fetcher.attach_all(role.contacts)
         await link.ready()

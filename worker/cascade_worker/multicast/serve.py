@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 import numpy as np
 
+from cascade_protocol.peer_auth import MULTICAST, PeerKey
 from cascade_worker.multicast.frames import Attach, BlockHeader, Fetch, FrameT, Hello, Unavailable
 from cascade_worker.multicast.order import StepOrder
 from cascade_worker.multicast.progress import BlockProgress, BlockUnavailable, Pacer
+from cascade_worker.refusals import admit
 from cascade_worker.transport.endpoint import Endpoint
 from cascade_worker.transport.frames import FrameError
 
@@ -57,8 +59,14 @@ class BlockServer:
         pacer: Pacer,
         corrupt: dict[int, int] | None = None,
         order: StepOrder | None = None,
+        key: PeerKey | None = None,
+        members: Collection[str] = (),
     ) -> None:
         self.me = me
+        # Who may open a connection: holders of the deployment's token (`key`; None: anyone)
+        # that are in the plan (`members`; empty: any name).
+        self.key = key
+        self.members = frozenset(members)
         self.chunk_bytes = chunk_bytes
         self.depth = depth
         self.pacer = pacer
@@ -78,6 +86,8 @@ class BlockServer:
     async def handle(self, ep: Endpoint[FrameT]) -> None:
         """Transport handler: one connection, one conversation."""
         first = await ep.recv_frame()
+        if isinstance(first, Hello | Attach | Fetch):
+            admit(self.key, first.proof, MULTICAST, first.node, first.kind, self.members)
         if isinstance(first, Hello):
             if self.control is None:
                 raise FrameError(f"{self.me} is not the leader; unexpected hello")

@@ -62,6 +62,7 @@ def attach_stages(
         cache=cache,
         device=device,
         connect_timeout_s=connect_timeout_s,
+        vocab=config.vocab,
     )
     attached = AttachedStages(chain, thread, first_layer, 0.0)
     start = time.perf_counter()

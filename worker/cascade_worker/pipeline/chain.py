@@ -20,8 +20,11 @@ from dataclasses import dataclass
 
 import torch
 
+from cascade_protocol.peer_auth import PIPELINE, PeerKey, PeerProof, prove_or_none
+from cascade_worker import credentials
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.kv_blocks import CacheConfig
+from cascade_worker.pipeline.bounds import check_result
 from cascade_worker.pipeline.frames import (
     CODEC,
     Attach,
@@ -71,8 +74,12 @@ class StageChain:
         cache: CacheConfig,
         device: torch.device,
         connect_timeout_s: float,
+        vocab: int | None = None,  # results are [rows, vocab] logits (checked when given)
+        key: PeerKey | None = None,  # the deployment's peer token: proves the head to stages
     ) -> None:
         self.session = session
+        self.key = credentials.or_current(key)
+        self.vocab = vocab
         self.stages = [StageInfo(i + 1, address) for i, address in enumerate(addresses)]
         self.model = model
         self.cache = cache
@@ -83,6 +90,7 @@ class StageChain:
         self._controls: list[Ep] = []
         self._send_lock = asyncio.Lock()
         self._pending: dict[int, asyncio.Future[torch.Tensor]] = {}
+        self._rows: dict[int, int] = {}  # logits rows each pending step's result has
         self._readers: list[asyncio.Task[None]] = []
         self._steps = itertools.count()
         self.error: PipelineError | None = None
@@ -101,8 +109,11 @@ class StageChain:
         if end != num_layers:
             raise PipelineError(f"the stages end at layer {end} of {num_layers}")
         self._data = await self._get(self.stages[0], "data")
-        await self._data.send_frame(Feed(session=self.session, stage=0))
+        await self._data.send_frame(Feed(session=self.session, stage=0, proof=self._proof()))
         log.info("pipeline %s attached: %s", self.session, ", ".join(map(str, self.stages)))
+
+    def _proof(self) -> PeerProof | None:
+        return prove_or_none(self.key, PIPELINE, self.session)
 
     async def _attach(self, info: StageInfo) -> None:
         after = info.index  # self.stages[after] is the stage after `info`
@@ -113,6 +124,7 @@ class StageChain:
             block_size=self.cache.block_size,
             num_blocks=self.cache.num_blocks,
             downstream=self.stages[after].address if after < len(self.stages) else None,
+            proof=self._proof(),
         )
         ep = await self._get(info, "control")
         try:
@@ -157,6 +169,7 @@ class StageChain:
         step = next(self._steps)
         result: asyncio.Future[torch.Tensor] = asyncio.get_running_loop().create_future()
         self._pending[step] = result
+        self._rows[step] = sum(piece.num_new) if piece.all_logits else len(piece.seq_ids)
         meta = BatchMeta.model_validate(piece.meta())
         try:
             async with self._send_lock:  # tasks start in submission order: FIFO
@@ -178,6 +191,7 @@ class StageChain:
                 elif isinstance(frame, Detach) and self._closing:
                     return  # the stage acknowledged the end of the session
                 elif isinstance(frame, Result) and info is self.stages[-1]:
+                    check_result(frame.tensor, self._rows.pop(frame.step, None), self.vocab)
                     timeout = ep.payload_timeout_s
                     logits = await recv_tensor(ep, frame.tensor, self.device, timeout)
                     waiting = self._pending.pop(frame.step, None)
@@ -198,6 +212,7 @@ class StageChain:
             if abort:
                 self._pool.abort_all()
         pending, self._pending = self._pending, {}
+        self._rows.clear()
         for waiting in pending.values():
             if not waiting.done():
                 waiting.set_exception(self.error)

@@ -27,8 +27,10 @@ import json
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from cascade_protocol import limits
+from cascade_protocol.peer_auth import PeerProof
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.transport.frames import FrameCodec
 
@@ -36,6 +38,15 @@ from cascade_worker.transport.frames import FrameCodec
 CHUNK_BYTES = 1 << 20
 # torch dtype names a tensor may travel as, with their sizes.
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
+# Static ceilings (the receiver checks the real, model-dependent bounds: bounds.py).
+# A tensor announced by a frame is allocated before its bytes arrive: the largest real
+# one is a max batch (4096) of float32 logits over a 152k vocabulary, 2.5 GB.
+MAX_TENSOR_BYTES = 1 << 32
+MAX_TENSOR_DIMS = 4
+MAX_BLOCK_SIZE = 1024  # token positions per KV block (the engine's default is 16)
+# KV positions of one cache: a max batch of full contexts.
+MAX_KV_TOKENS = limits.MAX_BATCH * limits.MAX_CONTEXT_TOKENS
+Count = Annotated[int, Field(ge=0, le=limits.MAX_CONTEXT_TOKENS)]  # positions, tokens, block ids
 
 
 def model_fingerprint(config: ModelConfig) -> str:
@@ -53,7 +64,16 @@ class TensorSpec(_Frame):
     """Shape and dtype of the tensor whose bytes follow a frame."""
 
     dtype: Literal["float32", "float16", "bfloat16", "int64", "int32"]
-    shape: tuple[int, ...]
+    shape: tuple[Annotated[int, Field(ge=0)], ...] = Field(max_length=MAX_TENSOR_DIMS)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> TensorSpec:
+        if self.nbytes > MAX_TENSOR_BYTES:
+            raise ValueError(
+                f"shape {list(self.shape)} of {self.dtype} is {self.nbytes} bytes, more than "
+                f"the {MAX_TENSOR_BYTES} a tensor may have"
+            )
+        return self
 
     @property
     def nbytes(self) -> int:
@@ -68,12 +88,13 @@ FROM_LAYER = "from_layer"
 class BatchMeta(_Frame):
     """A `StageBatch` without its tensor (mirrors `StageBatch.meta()`)."""
 
-    seq_ids: list[int]
-    start_positions: list[int]  # tokens already in each sequence's cache
-    num_new: list[int]  # new tokens of each sequence this step
+    seq_ids: list[int] = Field(max_length=limits.MAX_BATCH)
+    # tokens already in each sequence's cache
+    start_positions: list[Count] = Field(max_length=limits.MAX_BATCH)
+    num_new: list[Count] = Field(max_length=limits.MAX_BATCH)  # new tokens of each this step
     # Block ids the head's scheduler gave each sequence: every stage indexes its own
     # cache with them, so no stage keeps scheduling state (and none is told to free).
-    block_tables: list[list[int]]
+    block_tables: list[list[Count]] = Field(max_length=limits.MAX_BATCH)
     all_logits: bool = False
     extra: dict[str, Any] = Field(default_factory=dict)
 
@@ -83,11 +104,13 @@ class Attach(_Frame):
     session: str  # the head's pipeline id; work of any other session is refused
     stage: int = Field(ge=1)  # position in the chain (the head is 0)
     model: str  # fingerprint of the head's ModelConfig; another model is refused
-    # The paged-cache geometry the head's scheduler allocates block ids from.
-    block_size: int = Field(ge=1)
-    num_blocks: int = Field(ge=1)
+    # The paged-cache geometry the head's scheduler allocates block ids from; the stage
+    # allocates a KV cache of this size (bounded here, and by the model in bounds.py).
+    block_size: int = Field(ge=1, le=MAX_BLOCK_SIZE)
+    num_blocks: int = Field(ge=1, le=MAX_KV_TOKENS)
     # The next stage's address; None: this stage is the last, results go to the head.
     downstream: str | None = None
+    proof: PeerProof | None = None  # the deployment's peer token (peer_auth), for the session
 
 
 class Attached(_Frame):
@@ -101,6 +124,7 @@ class Feed(_Frame):
     kind: Literal["feed"] = "feed"
     session: str
     stage: int  # the sender's position (0: the head)
+    proof: PeerProof | None = None
 
 
 class Work(_Frame):

@@ -21,17 +21,17 @@ import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from cascade_worker import accelerator
+from cascade_protocol.peer_auth import PIPELINE, PeerKey, prove_or_none
+from cascade_worker import accelerator, credentials
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
-from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.engine.stage import StageModel
 from cascade_worker.engine.weights import StageWeights
+from cascade_worker.pipeline.bounds import check_attach, check_work
 from cascade_worker.pipeline.frames import (
     CODEC,
     FROM_LAYER,
@@ -45,39 +45,15 @@ from cascade_worker.pipeline.frames import (
     Work,
     model_fingerprint,
 )
+from cascade_worker.pipeline.session import Ep, Session
 from cascade_worker.pipeline.wire import recv_tensor, send_tensor, spec_of
-from cascade_worker.transport.endpoint import Endpoint, TransportError
+from cascade_worker.refusals import admit
+from cascade_worker.transport.endpoint import TransportError
 from cascade_worker.transport.frames import FrameError
 from cascade_worker.transport.pool import EndpointPool
 from cascade_worker.transport.shared import SharedServer, own_or_lent
 
 log = logging.getLogger(__name__)
-
-Ep = Endpoint[PipelineFrame]
-QUEUE_DEPTH = 4  # micro-batches buffered between receive, compute and send
-
-
-@dataclass
-class _Session:
-    attach: Attach
-    model: StageModel
-    control: Ep
-    downstream: Ep | None
-    upstream: Ep | None = None  # set when the upstream introduces itself (feed)
-    inbox: asyncio.Queue[tuple[Work, torch.Tensor]] = field(
-        default_factory=lambda: asyncio.Queue(QUEUE_DEPTH)
-    )
-    outbox: asyncio.Queue[tuple[Work, torch.Tensor]] = field(
-        default_factory=lambda: asyncio.Queue(QUEUE_DEPTH)
-    )
-    control_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # frames + bytes
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    ended: bool = False
-    worked: bool = False  # a micro-batch arrived
-
-    @property
-    def stage(self) -> int:
-        return self.attach.stage
 
 
 class StageServer:
@@ -91,8 +67,10 @@ class StageServer:
         device: torch.device | str = "cpu",
         connect_timeout_s: float = 5.0,
         listener: SharedServer[PipelineFrame] | None = None,
+        key: PeerKey | None = None,
     ) -> None:
         self.config = config
+        self.key = credentials.or_current(key)  # no token, no session (None: open)
         self.weights = weights
         self.layers = (weights.start, weights.end)
         self.device = torch.device(device)
@@ -102,7 +80,7 @@ class StageServer:
         self._pool = EndpointPool(CODEC, connect_timeout_s=connect_timeout_s)
         # The forward runs on the node's accelerator (the dev cluster: its quota).
         self._threads = ThreadPoolExecutor(1, "stage-forward", accelerator.enter)
-        self._session: _Session | None = None
+        self._session: Session | None = None
         self.steps_done = 0
         # Called when a head's session ends (it detached, or its pipeline broke): a live
         # scale-up's stage has then done its part (serving/live.py).
@@ -135,6 +113,8 @@ class StageServer:
 
     async def _handle(self, ep: Ep) -> None:
         first = await ep.recv_frame()
+        if isinstance(first, Attach | Feed):
+            admit(self.key, first.proof, PIPELINE, first.session, f"{self.name} {first.kind}")
         if isinstance(first, Attach):
             await self._control(ep, first)
         elif isinstance(first, Feed):
@@ -174,12 +154,12 @@ class StageServer:
             async with session.control_lock:
                 await ep.send_frame(Detach())
 
-    async def _open(self, ep: Ep, attach: Attach) -> _Session:
+    async def _open(self, ep: Ep, attach: Attach) -> Session:
         if attach.model != self.fingerprint:
             raise ValueError(
                 f"model mismatch: the head runs {attach.model}, this stage holds {self.fingerprint}"
             )
-        cache = CacheConfig(attach.block_size, attach.num_blocks)
+        cache = check_attach(attach, self.config)
         model = await asyncio.get_running_loop().run_in_executor(
             self._threads, StageModel, self.config, self.weights, cache, self.device
         )
@@ -188,12 +168,15 @@ class StageServer:
             if self.layers[1] == self.config.num_layers:
                 raise ValueError("this stage ends the model but was given a downstream stage")
             downstream = await self._pool.get(attach.downstream, attach.session)
-            await downstream.send_frame(Feed(session=attach.session, stage=attach.stage))
+            proof = prove_or_none(self.key, PIPELINE, attach.session)
+            await downstream.send_frame(
+                Feed(session=attach.session, stage=attach.stage, proof=proof)
+            )
         elif self.layers[1] != self.config.num_layers:
             raise ValueError(
                 f"told to be the last stage, but the model has {self.config.num_layers} layers"
             )
-        session = _Session(attach, model, ep, downstream)
+        session = Session(attach, model, ep, downstream)
         session.tasks = [
             asyncio.create_task(self._compute(session)),
             asyncio.create_task(self._send(session)),
@@ -201,7 +184,7 @@ class StageServer:
         self._session = session
         return session
 
-    async def _end(self, session: _Session) -> None:
+    async def _end(self, session: Session) -> None:
         if session.ended:
             return
         session.ended = True
@@ -230,6 +213,7 @@ class StageServer:
                 frame = await ep.recv_frame()
                 if not isinstance(frame, Work):
                     raise FrameError(f"unexpected {frame.kind} on a data connection")
+                check_work(frame, session.model.cache.config, self.config.hidden)
                 tensor = await recv_tensor(ep, frame.tensor, self.device, ep.payload_timeout_s)
                 await session.inbox.put((frame, tensor))
         except TransportError as exc:
@@ -239,7 +223,7 @@ class StageServer:
 
     # -- work -------------------------------------------------------------------------------
 
-    async def _compute(self, session: _Session) -> None:
+    async def _compute(self, session: Session) -> None:
         loop = asyncio.get_running_loop()
         while True:
             work, tensor = await session.inbox.get()
@@ -261,7 +245,7 @@ class StageServer:
             self.steps_done += 1
             await session.outbox.put((work, out))
 
-    async def _send(self, session: _Session) -> None:
+    async def _send(self, session: Session) -> None:
         while True:
             work, out = await session.outbox.get()
             if session.downstream is None:
@@ -281,13 +265,12 @@ class StageServer:
                 )
                 return
 
-    async def _report(self, session: _Session, step: int | None, error: str) -> None:
+    async def _report(self, session: Session, step: int | None, error: str) -> None:
         """Tell the head (best effort: if it is gone too, its session ends anyway)."""
+        failed = Failed(stage=session.stage, step=step, error=error)
         with contextlib.suppress(TransportError):
             async with session.control_lock:
-                await session.control.send_frame(
-                    Failed(stage=session.stage, step=step, error=error)
-                )
+                await session.control.send_frame(failed)
 
     def describe(self) -> dict[str, Any]:
         s = self._session

@@ -44,6 +44,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 async def amain(args: argparse.Namespace) -> None:
+    from cascade_protocol.peer_auth import key_from_env
     from cascade_worker.blocks.store import BlockStore
     from cascade_worker.engine.config import ModelConfig
     from cascade_worker.engine.weights import load_stage_weights
@@ -58,7 +59,8 @@ async def amain(args: argparse.Namespace) -> None:
     if end > config.num_layers:
         raise ValueError(f"layers {start}:{end} outside the model's {config.num_layers}")
     weights = load_stage_weights(store, config, start, end, device=args.device)
-    server = StageServer(config, weights, host=host, port=port, device=args.device)
+    key = key_from_env()  # $CASCADE_PEER_TOKEN, as in a worker; unset: open
+    server = StageServer(config, weights, host=host, port=port, device=args.device, key=key)
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -13,7 +13,8 @@ machine); UCX itself accepts the interface and picks cuda_copy/cuda_ipc/GDR tran
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, overload
 
 import numpy as np
 
@@ -88,11 +89,34 @@ def byte_view(obj: Any, writable: bool = False) -> ByteView:
     return arr.reshape(-1).view(np.uint8)
 
 
-def chunk_ranges(nbytes: int, chunk_bytes: int) -> list[tuple[int, int]]:
+class ChunkRanges(Sequence[tuple[int, int]]):
+    """Half-open byte ranges of at most chunk_bytes covering nbytes, computed on access:
+    the chunk size comes from a peer's frame, and a 1-byte chunk of a 1 GB block must
+    not become a list of a billion tuples."""
+
+    def __init__(self, nbytes: int, chunk_bytes: int) -> None:
+        if chunk_bytes <= 0:
+            raise ValueError("chunk_bytes must be positive")
+        self.nbytes, self.chunk_bytes = nbytes, chunk_bytes
+        self._starts = range(0, nbytes, chunk_bytes)
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, int]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[int, int]]: ...
+    def __getitem__(self, index: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        start = self._starts[index]
+        return start, min(start + self.chunk_bytes, self.nbytes)
+
+
+def chunk_ranges(nbytes: int, chunk_bytes: int) -> ChunkRanges:
     """Half-open byte ranges of at most chunk_bytes covering nbytes (none if nbytes is 0)."""
-    if chunk_bytes <= 0:
-        raise ValueError("chunk_bytes must be positive")
-    return [(start, min(start + chunk_bytes, nbytes)) for start in range(0, nbytes, chunk_bytes)]
+    return ChunkRanges(nbytes, chunk_bytes)
 
 
 def num_chunks(nbytes: int, chunk_bytes: int) -> int:

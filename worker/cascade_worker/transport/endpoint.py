@@ -193,7 +193,7 @@ class Endpoint(Generic[F]):
         send: bool = False,
         timeout: float | None = None,
     ) -> int:
-        ranges = chunk_ranges(len(view), chunk_bytes)
+        ranges = chunk_ranges(len(view), chunk_bytes)  # lazy: a peer picks chunk_bytes
         op = self._ep.send if send else self._ep.recv
         inflight: deque[tuple[int, asyncio.Task[Any]]] = deque()
         chunks: dict[int, Any] = {}

@@ -7,7 +7,9 @@ a variable that is already set is never touched.
 
 Why these defaults (measured on this project's machines, see GUIDE.md):
 - `UCX_TLS=tcp,self`: TCP works everywhere (loopback, veth, real NICs); `sm,self` alone
-  hangs here. Where RDMA/NVLink exist the operator sets UCX_TLS explicitly.
+  hangs here. Where RDMA/NVLink exist, UCX_TLS must name them explicitly: the operator
+  requests an RDMA device and IPC_LOCK for GPU workers but does not set UCX_TLS yet
+  (docs/security.md, "RDMA").
 - `UCX_RNDV_SCHEME=put_zcopy`, only together with our TCP default (a user who picks the
   transports picks this too): over TCP the automatic rendezvous choice ran at 1.1-1.7
   GB/s on loopback, put_zcopy at 2.5-4.3 GB/s (8-64 MiB messages, same runs).

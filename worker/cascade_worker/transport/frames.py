@@ -64,5 +64,8 @@ class FrameCodec(Generic[F]):
             return self._adapter.validate_json(bytes(payload))
         except ValidationError as exc:
             errors = exc.errors()
-            detail = errors[0]["msg"] if errors else str(exc)
+            # Name the field (loc[0] is the union member's kind): which field of which
+            # frame a peer got wrong is what a log reader needs.
+            where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
+            detail = f"{where or 'frame'}: {errors[0]['msg']}" if errors else str(exc)
             raise FrameError(f"invalid frame ({exc.error_count()} errors): {detail}") from None

@@ -1,0 +1,38 @@
+"""Benches that call workers directly (capacity, cold start) do it as the gateway does:
+with the deployment's peer token, read from the Secret the operator made."""
+
+from __future__ import annotations
+
+import base64
+import urllib.parse
+from collections.abc import Iterable
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from cascade_protocol.peer_auth import SECRET_KEY, bearer_headers, secret_name
+
+_TOKENS: dict[str, str] = {}  # pod IP -> its deployment's token
+
+
+def read_token(core: Any, namespace: str, deployment: str) -> str | None:
+    """The deployment's peer token, or None while the operator has not made it."""
+    try:
+        secret = core.read_namespaced_secret(secret_name(deployment), namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    raw = (secret.data or {}).get(SECRET_KEY)
+    return base64.b64decode(raw).decode() if raw else None
+
+
+def authorize(core: Any, namespace: str, deployment: str, ips: Iterable[str | None]) -> None:
+    """Requests to these pods carry their deployment's token."""
+    token = read_token(core, namespace, deployment)
+    if token:
+        _TOKENS.update({ip: token for ip in ips if ip})
+
+
+def headers_for(url: str) -> dict[str, str]:
+    return bearer_headers(_TOKENS.get(urllib.parse.urlsplit(url).hostname or ""))
