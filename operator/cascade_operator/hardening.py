@@ -1,5 +1,5 @@
 """Pod hardening: every pod the operator builds passes the Pod Security Standard
-`restricted` profile (tests/unit/security_rules.py checks the rendered pods against it).
+`restricted` profile (tests/security_rules.py checks the rendered pods against it).
 
 Why each setting:
 - Non-root, as the images' own numeric user (10001, `USER` in Dockerfile.*), so the

@@ -48,6 +48,8 @@ NAMESPACED: set[Grant] = (
     # Each gateway gets its own ServiceAccount and a pods-read Role (worker discovery).
     | grants("", ["serviceaccounts"], ["create", "patch", "delete"])
     | grants("rbac.authorization.k8s.io", ["roles", "rolebindings"], ["create", "patch", "delete"])
+    # Each deployment's peer token: made once, read each reconcile, deleted with it.
+    | grants("", ["secrets"], ["get", "create", "delete"])
     # One set of NetworkPolicies per deployment, kept as built (owner references delete them).
     | grants("networking.k8s.io", ["networkpolicies"], ["list", "create", "patch"])
     | grants("", ["events"], ["create", "patch"])

@@ -9,26 +9,27 @@ other module imports the kubernetes client.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import json
 import logging
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from cascade_api import constants as c
 from cascade_api.base import utcnow
+from cascade_operator.clients.kube_errors import (
+    ApiError,
+    missing,
+    refusals_as_api_error,
+    success_on,
+)
 from cascade_operator.events import EventNote
 from cascade_protocol.peer_auth import secret_name
 
 log = logging.getLogger(__name__)
-P = ParamSpec("P")
-R = TypeVar("R")
 Body = dict[str, Any]
+__all__ = ["ApiError", "Body", "Cluster", "load_config"]
 
 
 def load_config() -> None:
@@ -37,50 +38,6 @@ def load_config() -> None:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
-
-
-class ApiError(Exception):
-    """The API server refused a call; `message` is its Status body's reason."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"{status}: {message}")
-        self.status = status
-        self.message = message
-
-    @classmethod
-    def of(cls, err: ApiException) -> ApiError:
-        try:
-            message = str(json.loads(err.body or "{}").get("message") or err.reason)
-        except ValueError:
-            message = str(err.reason)
-        return cls(int(err.status or 0), message)
-
-
-def refusals_as_api_error(method: Callable[P, R]) -> Callable[P, R]:
-    """Let an ApiException out of a Cluster method only as ApiError."""
-
-    @functools.wraps(method)
-    def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except ApiException as err:
-            raise ApiError.of(err) from err
-
-    return call
-
-
-def _missing(err: ApiException) -> bool:
-    return bool(err.status == 404)
-
-
-@contextlib.contextmanager
-def _success_on(*statuses: int) -> Iterator[None]:
-    """Count these answers as success: 404 (already gone), 409 (already there)."""
-    try:
-        yield
-    except ApiException as err:
-        if err.status not in statuses:
-            raise
 
 
 class Cluster:
@@ -100,7 +57,7 @@ class Cluster:
 
     @refusals_as_api_error
     def get_md(self, namespace: str, name: str) -> Body | None:
-        with _success_on(404):
+        with success_on(404):
             body: Body = self.custom.get_namespaced_custom_object(
                 c.GROUP, c.VERSION, namespace, c.MD_PLURAL, name
             )
@@ -119,7 +76,7 @@ class Cluster:
             try:
                 found.append(self._dict(read(name, namespace)))
             except ApiException as err:
-                if not _missing(err):
+                if not missing(err):
                     raise
                 found.append(None)
         return found[0], found[1]
@@ -132,20 +89,20 @@ class Cluster:
         try:
             return self._dict(self.core.read_namespaced_secret(meta["name"], meta["namespace"]))
         except ApiException as err:
-            if not _missing(err):
+            if not missing(err):
                 raise
-        with _success_on(409):  # another reconcile made it first: read that one
+        with success_on(409):  # another reconcile made it first: read that one
             return self._dict(self.core.create_namespaced_secret(meta["namespace"], manifest))
         return self._dict(self.core.read_namespaced_secret(meta["name"], meta["namespace"]))
 
     @refusals_as_api_error
     def create_pod(self, manifest: Body) -> None:
-        with _success_on(409):
+        with success_on(409):
             self.core.create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
 
     @refusals_as_api_error
     def delete_pod(self, namespace: str, name: str) -> None:
-        with _success_on(404):
+        with success_on(404):
             self.core.delete_namespaced_pod(name, namespace)
 
     @refusals_as_api_error
@@ -155,12 +112,12 @@ class Cluster:
 
     @refusals_as_api_error
     def create_job(self, manifest: Body) -> None:
-        with _success_on(409):
+        with success_on(409):
             self.batch.create_namespaced_job(manifest["metadata"]["namespace"], manifest)
 
     @refusals_as_api_error
     def delete_job(self, namespace: str, name: str) -> None:
-        with _success_on(404):  # Background: a Job's default propagation orphans its pods
+        with success_on(404):  # Background: a Job's default propagation orphans its pods
             self.batch.delete_namespaced_job(
                 name, namespace, propagation_policy="Background", _preload_content=False
             )
@@ -206,13 +163,13 @@ class Cluster:
     def annotate_pod(self, namespace: str, name: str, key: str, value: str | None) -> None:
         """Set (or with None remove) one annotation; a pod already gone is a success."""
         patch = {"metadata": {"annotations": {key: value}}}
-        with _success_on(404):
+        with success_on(404):
             self.core.patch_namespaced_pod(name, namespace, patch)
 
     @refusals_as_api_error
     def label_pod(self, namespace: str, name: str, key: str, value: str) -> None:
         """Set one label; a pod already gone is a success."""
-        with _success_on(404):
+        with success_on(404):
             self.core.patch_namespaced_pod(name, namespace, {"metadata": {"labels": {key: value}}})
 
     @refusals_as_api_error
@@ -245,14 +202,14 @@ class Cluster:
 
     @refusals_as_api_error
     def patch_scaleplan_status(self, namespace: str, name: str, status: Body) -> None:
-        with _success_on(404):
+        with success_on(404):
             self.custom.patch_namespaced_custom_object_status(
                 c.GROUP, c.VERSION, namespace, c.SP_PLURAL, name, {"status": status}
             )
 
     @refusals_as_api_error
     def delete_scaleplan(self, namespace: str, name: str) -> None:
-        with _success_on(404):
+        with success_on(404):
             self.custom.delete_namespaced_custom_object(
                 c.GROUP, c.VERSION, namespace, c.SP_PLURAL, name
             )
@@ -301,13 +258,13 @@ class Cluster:
             self.rbac.delete_namespaced_role,
             self.core.delete_namespaced_service_account,
         ):
-            with _success_on(404):
+            with success_on(404):
                 # No body decoding: a Service delete answers a Status object that this
                 # client version fails to parse as a V1Service.
                 delete(gateway, namespace, _preload_content=False)
         self.custom.delete_collection_namespaced_custom_object(
             c.GROUP, c.VERSION, namespace, c.SP_PLURAL, label_selector=selector
         )
-        with _success_on(404):  # the peer token: the pods that held it are going
+        with success_on(404):  # the peer token: the pods that held it are going
             self.core.delete_namespaced_secret(secret_name(md), namespace, _preload_content=False)
         return len(pods)
