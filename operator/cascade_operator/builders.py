@@ -133,6 +133,7 @@ def process_pod(
         {"name": "CASCADE_DEPLOYMENT", "value": ref.name},
         token_env(ref.name),  # the deployment's peer token (cascade_protocol.peer_auth)
         {"name": "CASCADE_MODEL_URI", "value": spec.model.uri},
+        {"name": "CASCADE_MODEL_DIGEST", "value": spec.model.digest or ""},  # the pin
         {"name": "CASCADE_MODEL_PATH", "value": model_path},
         {"name": "CASCADE_SERVED_NAME", "value": served_name(ref, spec)},
         {"name": "CASCADE_DTYPE", "value": str(spec.engine.dtype)},

@@ -8,7 +8,7 @@ lastTransitionTime only moves when a condition flips.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from cascade_api.base import Condition, ConditionStatus
 from cascade_api.invariants import Violation
@@ -76,11 +76,21 @@ def progressing(
     return cond(False, "ReplicasReady", f"all {spec.replicas} instances ready")
 
 
-def degraded(problems: Sequence[Violation], alive: Sequence[PodView], generation: int) -> Condition:
-    """True while the spec is invalid or instances fail, naming the field or the pods."""
+def degraded(
+    problems: Sequence[Violation],
+    alive: Sequence[PodView],
+    generation: int,
+    failures: Mapping[str, str] | None = None,
+) -> Condition:
+    """True while the spec is invalid, workers' last jobs failed (a load or transfer:
+    `failures`, pod -> its worker's error, e.g. weights refused against
+    spec.model.digest) or instances fail, naming the field, the error or the pods."""
     if problems:
         message = "; ".join(p.message for p in problems)
         return condition(DEGRADED, True, "InvalidSpec", message, generation)
+    if failures:
+        message = "; ".join(f"{pod}: {why}" for pod, why in sorted(failures.items()))
+        return condition(DEGRADED, True, "WorkerJobFailed", message, generation)
     failing = [p.name for p in alive if p.failed]
     if failing:
         message = "failing instances: " + ", ".join(failing)

@@ -47,6 +47,7 @@ from cascade_operator.spec import parse_spec
 from cascade_operator.status import PlanState, StatusInput, assemble
 from cascade_operator.weights.driver import PlanDriver
 from cascade_protocol.peer_auth import secret_name
+from cascade_protocol.status import WorkerPhase
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,11 @@ class Controller:
                 endpoint=builders.gateway_endpoint(ref),
                 blocks={w.name: w.blocks_loaded for w in workers if w.phase is not None},
                 modes={w.name: w.mode for w in workers if w.mode is not None},
+                failures={
+                    w.name: w.error
+                    for w in workers
+                    if w.phase is WorkerPhase.FAILED and w.error is not None
+                },
                 startups={w.name: w.startup for w in workers if w.startup is not None},
                 materializations={
                     w.name: w.materialization for w in workers if w.materialization is not None

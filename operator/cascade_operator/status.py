@@ -85,6 +85,8 @@ class StatusInput:
     # The profile Job as decided and observed; None: leave status.materialization's Job
     # side as it is (invalid spec).
     materialization: JobShown | None = None
+    # pod -> why its worker's last job failed (a refused load or transfer); Degraded says it
+    failures: Mapping[str, str] = field(default_factory=dict)
     plans: PlanState | None = None  # None: the lifecycle did not run (invalid spec)
     scaling: ScalingShown | None = None  # None: leave status.autoscaler as it is
 
@@ -121,7 +123,7 @@ def assemble(inp: StatusInput, now: datetime) -> StatusUpdate:
     new = [
         available(spec, inp.gateway, ready, gen),
         progressing(spec, alive, gen),
-        degraded(inp.parsed.problems, alive, gen),
+        degraded(inp.parsed.problems, alive, gen, inp.failures),
     ]
     current_plan = inp.previous.current_plan
     if inp.plans is not None:

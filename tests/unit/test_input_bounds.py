@@ -102,7 +102,7 @@ def test_manifests_are_consistent_and_must_fit_the_host() -> None:
     with pytest.raises(ValidationError, match="nbytes"):
         TensorEntry.model_validate(entry | {"nbytes": 10**15})
     block = {"index": 0, "layer_start": 0, "layer_end": 1, "nbytes": 64, "checksum": "c",
-             "tensors": [entry]}  # fmt: skip
+             "sha256": "0" * 64, "tensors": [entry]}  # fmt: skip
     with pytest.raises(ValidationError, match="tensors"):
         BlockManifest.model_validate(block | {"nbytes": 32})
     doc = {"digest": "d", "arch": "a", "num_layers": 1, "config": {}, "blocks": [block]}

@@ -112,6 +112,9 @@ class WorkerConfig:
     compile: bool = False
     # A profile Job's run ($CASCADE_ROLE=materialize): profile once, write, exit.
     materialize_once: bool = False
+    # The pinned model digest ($CASCADE_MODEL_DIGEST, spec.model.digest): a checkpoint
+    # or a plan of another model is refused. "": no pin.
+    model_digest_pin: str = ""
     # The deployment's peer token ($CASCADE_PEER_TOKEN, from the Secret the operator
     # makes): peers without it are refused (auth.py). None: open (tests, local runs).
     peer_key: PeerKey | None = field(default=None, repr=False)
@@ -287,5 +290,6 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         materialization=args.materialization,
         compile=args.compile,
         materialize_once=args.role == WorkerRole.MATERIALIZE,
+        model_digest_pin=env.get("CASCADE_MODEL_DIGEST", "").strip(),
         peer_key=key_from_env(env),
     )

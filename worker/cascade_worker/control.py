@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import Counter
 
 from cascade_api.scaleplan import SourceTier
-from cascade_protocol.control import Accepted, LoadRequest, ManifestInfo, TransferRequest
+from cascade_protocol.control import Accepted, ManifestInfo, TransferRequest
 from cascade_protocol.peer_auth import PeerKey
 from cascade_protocol.status import (
-    LoadReport,
     TransferReport,
     TransferRole,
     WeightsFrom,
@@ -35,7 +32,7 @@ from cascade_protocol.status import (
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control_errors import RequestError, parse_body
 from cascade_worker.control_state import WorkerState
-from cascade_worker.materialized import offer_stored, read_artifacts
+from cascade_worker.materialized import offer_stored
 from cascade_worker.startup import Startup
 
 if TYPE_CHECKING:
@@ -107,58 +104,6 @@ def json_errors(handler: Callable[[Control, web.Request], Awaitable[Any]]) -> Ha
     return wrapped
 
 
-async def load(ctl: Control, request: web.Request) -> Accepted:
-    req = parse_body(LoadRequest, await request.read())
-    return start_load(ctl, req)
-
-
-def start_load(ctl: Control, req: LoadRequest) -> Accepted:
-    path, blocks = claim_load(ctl, req)
-    ctl.spawn(run_load(ctl, path, blocks))
-    return Accepted(action="load")
-
-
-def claim_load(ctl: Control, req: LoadRequest) -> tuple[Path, int]:
-    """Validate a load and claim the job slot; `run_load` does the work."""
-    raw = req.model_path or ctl.config.model_path
-    if not raw:
-        raise RequestError(400, "modelPath: not given and $CASCADE_MODEL_PATH is empty")
-    path = Path(raw)
-    if not (path / "config.json").is_file():
-        raise RequestError(400, f"modelPath: {path} is not a model directory (no config.json)")
-    blocks = req.blocks or ctl.config.blocks
-    ctl.state.claim(WorkerPhase.LOADING)
-    return path, blocks
-
-
-async def run_load(ctl: Control, path: Path, blocks: int) -> None:
-    """Pack the checkpoint at `path` (read at the storage rate, $CASCADE_STORAGE_MBIT)
-    into the store; status reports how the read went as `lastLoad`."""
-    from cascade_worker.blocks.store import BlockStore
-
-    began = time.monotonic()
-    rate = ctl.config.storage_mbit
-    try:
-        store = await asyncio.to_thread(BlockStore.from_model_dir, path, blocks, rate_mbit=rate)
-    except Exception as exc:  # any failure is reported in status, the worker keeps serving
-        log.exception("load %s failed", path)
-        ctl.state.release(f"load {path}: {exc}")
-        return
-    ctl.startup.weights(WeightsFrom.STORAGE, store.held_bytes(), time.monotonic() - began)
-    if ctl.config.materialization:  # offered to the engine start, sent with the blocks
-        store.materialized = await asyncio.to_thread(read_artifacts, path)
-    ctl.state.store = store
-    read = store.storage_read
-    if read is not None:
-        ctl.state.last_load = LoadReport(
-            bytes_read=read.bytes_read, seconds=read.seconds, rate_mbit=read.rate_mbit
-        )
-    ctl.state.release()
-    log.info(
-        "loaded %s: %d blocks, digest %s, %s", path, store.num_blocks, store.manifest.digest, read
-    )
-
-
 async def transfer(ctl: Control, request: web.Request) -> Accepted:
     req = parse_body(TransferRequest, await request.read())
     return await start_transfer(ctl, req)
@@ -186,6 +131,11 @@ async def start_transfer(ctl: Control, req: TransferRequest, *, claimed: bool = 
         unknown = [p for p in role.participants if p not in req.peers]
         if unknown:
             raise RequestError(400, f"peers: no address for {', '.join(unknown)}")
+        pin = ctl.config.model_digest_pin
+        if pin and req.plan.model_digest != pin:
+            raise RequestError(
+                409, f"plan: model {req.plan.model_digest} is not spec.model.digest {pin}"
+            )
         store = None
         if role.is_source:
             store = state.held_model()

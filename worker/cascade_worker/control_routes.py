@@ -20,8 +20,9 @@ import asyncio
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from cascade_worker.control import CONTROL_KEY, Control, json_errors, load, manifest, transfer
+from cascade_worker.control import CONTROL_KEY, Control, json_errors, manifest, transfer
 from cascade_worker.control_fetch import fetch
+from cascade_worker.control_load import load
 
 
 def register_control_metrics(ctl: Control, registry: CollectorRegistry) -> None:

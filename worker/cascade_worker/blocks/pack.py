@@ -1,7 +1,8 @@
 """Pack an HF checkpoint into contiguous block buffers, and view them back as tensors.
 
 One buffer per block means one send/receive per block on the wire (or a few chunked
-ones), one checksum, and one allocation on the receiver, made before any byte arrives.
+ones), one checksum,
+    strong_hash, and one allocation on the receiver, made before any byte arrives.
 Tensors sit at 64-byte-aligned offsets so viewing them as any dtype is legal and fast.
 Buffers are plain numpy uint8 arrays (ucxx sends them zero-copy; bf16 needs no numpy
 dtype); `unpack_block` views them through torch without copying. Packing copies each
@@ -29,6 +30,7 @@ from cascade_worker.blocks.manifest import (
     checksum,
     itemsize,
     model_digest,
+    strong_hash,
 )
 from cascade_worker.blocks.pacing import Pacer, StorageRead
 from cascade_worker.blocks.partition import assign_tensors, partition_layers
@@ -113,6 +115,7 @@ def pack_model(model_dir: Path, blocks: int, *, rate_mbit: float | None = None) 
                 layer_end=end,
                 nbytes=nbytes,
                 checksum=checksum(buffer),
+                sha256=strong_hash(buffer),
                 tensors=entries,
             )
         )

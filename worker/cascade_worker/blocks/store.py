@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from cascade_worker.blocks.manifest import ModelManifest, checksum
+from cascade_worker.blocks.manifest import ModelManifest, checksum, strong_hash
 from cascade_worker.blocks.pacing import StorageRead
 from cascade_worker.blocks.pack import pack_model, unpack_block
 from cascade_worker.blocks.safetensors_io import write_safetensors
@@ -171,10 +171,17 @@ class BlockStore:
         self._check_index(index)
         if index in self._held:
             return True
-        expected = self.manifest.blocks[index].checksum
-        actual = checksum(self._buffers[index])
-        if actual != expected:
-            log.warning("block %d rejected: checksum %s, manifest says %s", index, actual, expected)
+        block, buffer = self.manifest.blocks[index], self._buffers[index]
+        actual = checksum(buffer)
+        if actual != block.checksum:
+            log.warning(
+                "block %d rejected: checksum %s, manifest says %s", index, actual, block.checksum
+            )
+            return False
+        if (strong := strong_hash(buffer)) != block.sha256:  # crafted to pass xxh3
+            log.warning(
+                "block %d rejected: sha256 %s, manifest says %s", index, strong, block.sha256
+            )
             return False
         self._held.add(index)
         self.installed_at[index] = time.monotonic()

@@ -82,6 +82,11 @@ class LeaderLink:
             check_fits(frame.manifest)  # before a store allocates its blocks' buffers
         except ValueError as exc:
             raise FrameError(str(exc)) from None
+        if not frame.manifest.verify_digest():  # blocks and checksums altered together
+            raise FrameError(
+                f"the leader's manifest does not match its digest {frame.manifest.digest}: "
+                "refused (its blocks, checksums or config were altered)"
+            )
         return frame
 
     async def ready(self) -> None:

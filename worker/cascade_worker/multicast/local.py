@@ -16,7 +16,13 @@ import numpy as np
 
 from cascade_api.scaleplan import Block, ScalePlanSpec, Source, SourceTier
 from cascade_planner.spec import plan_spec
-from cascade_worker.blocks.manifest import BlockManifest, ModelManifest, checksum, model_digest
+from cascade_worker.blocks.manifest import (
+    BlockManifest,
+    ModelManifest,
+    checksum,
+    model_digest,
+    strong_hash,
+)
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.multicast.result import NodeResult
 from cascade_worker.multicast.runner import MulticastNode, NodeOptions
@@ -49,6 +55,7 @@ def synthetic_model(
             layer_end=i + 1,
             nbytes=block_bytes,
             checksum=checksum(buf),
+            sha256=strong_hash(buf),
             tensors=[],
         )
         for i, buf in enumerate(buffers)

@@ -27,8 +27,9 @@ from prometheus_client import CollectorRegistry
 from cascade_protocol.control import Accepted, DrainRequest, LoadRequest, ServeRequest
 from cascade_protocol.service import HEALTH_KEY
 from cascade_protocol.status import EnginePhase
-from cascade_worker.control import CONTROL_KEY, Control, claim_load, json_errors, run_load
+from cascade_worker.control import CONTROL_KEY, Control, json_errors
 from cascade_worker.control_errors import RequestError, parse_body
+from cascade_worker.control_load import claim_load, run_load
 from cascade_worker.serving.api import SERVING_KEY, add_inference_routes
 from cascade_worker.serving.factory import EngineFactory, default_engine_factory
 from cascade_worker.serving.live import live_hooks
