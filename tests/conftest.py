@@ -11,17 +11,15 @@ process.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 from _pytest.reports import TestReport
+from process_group import run_in_group
 
 IN_CHILD = "CASCADE_TEST_ISOLATED"
 REPORTS = "CASCADE_TEST_REPORTS"  # where a child writes its reports (JSON lines)
@@ -33,33 +31,6 @@ def _timeout(item: pytest.Item) -> float:
     marker = item.get_closest_marker("timeout")
     base = float(marker.args[0]) if marker and marker.args else 600.0
     return base + GRACE_S
-
-
-def run_in_group(
-    cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float
-) -> tuple[int | None, str]:
-    """(exit code, or None on timeout; stdout and stderr) of `cmd`, run in a session of
-    its own so that a timeout kills the whole process group: a hung test's worker
-    processes and UCX threads must not outlive it (or hold its output pipe open)."""
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, output
-    except subprocess.TimeoutExpired:
-        return None, _kill_group(proc)
-    finally:
-        if proc.returncode is None:  # interrupted: take the child down with us
-            _kill_group(proc)
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> str:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # the child leads its group (own session)
-    output, _ = proc.communicate()
-    return output or ""
 
 
 def _report(item: pytest.Item, when: str, outcome: str, longrepr: object) -> TestReport:

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import run_in_group
+from process_group import run_in_group
 
 CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
 SPAWNER = """
@@ -78,6 +78,7 @@ def test_setup_errors(broken):
 
 def test_the_parent_reports_the_childs_own_outcomes(tmp_path: Path) -> None:
     shutil.copy(CONFTEST, tmp_path / "conftest.py")
+    shutil.copy(CONFTEST.with_name("process_group.py"), tmp_path / "process_group.py")
     (tmp_path / "test_isolated.py").write_text(ISOLATED_TESTS)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CASCADE_TEST_")}
     proc = subprocess.run(

@@ -91,6 +91,11 @@ class Endpoint(Generic[F]):
         self.bytes_received = 0
         # Per-connection protocol bookkeeping (e.g. "this peer has introduced itself").
         self.state: dict[str, object] = {}
+        # Largest frame accepted before the first one has been received; None: the
+        # codec's. Servers set it: a connection's first frame is its introduction (and
+        # proof of the deployment's token), so a stranger cannot make us allocate more.
+        self.first_frame_bytes: int | None = None
+        self.frames_received = 0
 
     @property
     def closed(self) -> bool:
@@ -143,9 +148,14 @@ class Endpoint(Generic[F]):
         await self._io(self._ep.recv(header), timeout, buffer=header)
         try:
             length = self.codec.payload_length(header.tobytes())
+            first = self.first_frame_bytes if self.frames_received == 0 else None
+            if first is not None and length > first:
+                raise FrameError(f"a first frame of {length} bytes; at most {first} before it")
             payload = np.empty(length, dtype=np.uint8)
             await self._io(self._ep.recv(payload), self.payload_timeout_s, buffer=payload)
-            return self.codec.decode(payload.tobytes())
+            frame = self.codec.decode(payload.tobytes())
+            self.frames_received += 1
+            return frame
         except FrameError:
             self.abort()
             raise

@@ -9,6 +9,10 @@ so one misbehaving client cannot take a worker's data plane down.
 UCX listeners bind every local address; `host` is what the server advertises (in a pod
 or network namespace that is the pod IP). Port 0 asks UCX for a free port; a fixed port
 still held by a previous process is retried for `bind_timeout_s`.
+
+Bounds against a flood: at most `max_connections` at once (more are closed on arrival,
+counted in `refused`), and a connection's first frame (its introduction) may be at most
+`first_frame_bytes`, so N strangers announcing large frames cost N small buffers.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ log = logging.getLogger(__name__)
 
 F = TypeVar("F")
 Handler = Callable[[Endpoint[F]], Awaitable[None]]
+# Far above a plan's connections to its leader (one control and a few data connections
+# per participant, up to limits.MAX_PLAN_PODS pods), bounded all the same.
+DEFAULT_MAX_CONNECTIONS = 8192
+FIRST_FRAME_BYTES = 64 * 1024  # a hello/attach/fetch/feed is well under 1 KiB
 
 
 class Server(Generic[F]):
@@ -42,8 +50,13 @@ class Server(Generic[F]):
         name: str = "server",
         payload_timeout_s: float = DEFAULT_PAYLOAD_TIMEOUT_S,
         bind_timeout_s: float = 10.0,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        first_frame_bytes: int = FIRST_FRAME_BYTES,
     ) -> None:
         self._handler = handler
+        self.max_connections = max_connections
+        self.first_frame_bytes = first_frame_bytes
+        self.refused = 0  # connections closed on arrival: over max_connections
         self.bind_timeout_s = bind_timeout_s
         self.codec = codec
         self.host = host
@@ -82,6 +95,14 @@ class Server(Generic[F]):
 
     async def _on_connect(self, ucx_ep: Any) -> None:
         ep = Endpoint(ucx_ep, self.codec, peer="client", payload_timeout_s=self.payload_timeout_s)
+        if len(self._connections) >= self.max_connections:
+            self.refused += 1
+            log.warning(
+                "%s: %d connections open; refusing another", self.name, self.max_connections
+            )
+            await ep.close()
+            return
+        ep.first_frame_bytes = self.first_frame_bytes
         self.accepted += 1
         self._connections.add(ep)
         task = asyncio.current_task()
