@@ -85,6 +85,15 @@ class DevCluster:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
         return proc
 
+    def silence_node(self, node: str, silent: bool = True) -> None:
+        """Hold back (or resume) `node`'s heartbeat: its kubelet looks gone, its pods run
+        on (nodeagent/heartbeat.py). The node turns NotReady after the controller
+        manager's grace period (40 s)."""
+        path = self.state_dir / "nodeagent" / "silence"
+        names = set(path.read_text().split()) if path.is_file() else set()
+        names = names | {node} if silent else names - {node}
+        path.write_text("".join(f"{n}\n" for n in sorted(names)))
+
     def url(self, target: str) -> str:
         """`cascade dev url NAMESPACE/SERVICE[:PORT]`."""
         return cascade_dev(self.state_dir, "url", target).stdout.strip()

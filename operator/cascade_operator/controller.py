@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 
 from cascade_api import constants as c
@@ -41,6 +42,7 @@ from cascade_operator.materialization import (
     job_selector,
 )
 from cascade_operator.network_policies import changed, network_policies, policy_selector
+from cascade_operator.node_loss import LOST_AFTER_S, lost_event, lost_nodes, on_lost_nodes
 from cascade_operator.observed import GatewayView, MdRef, Observed, PodView
 from cascade_operator.peer_secret import peer_secret, token_of
 from cascade_operator.spec import parse_spec
@@ -50,6 +52,7 @@ from cascade_protocol.peer_auth import secret_name
 from cascade_protocol.status import WorkerPhase
 
 log = logging.getLogger(__name__)
+NODES_TTL_S = 2.0
 
 
 class Controller:
@@ -66,6 +69,8 @@ class Controller:
         self._guard = threading.Lock()
         self.plans = PlanDriver(cluster, workers or WorkerClient())
         self.autoscaler = autoscaler or Autoscaler(cluster)
+        self._nodes: list[Body] = []
+        self._nodes_read = -NODES_TTL_S
         # Deployments whose weights are moving: the fast timer reconciles these.
         self._moving: set[tuple[str, str]] = set()
 
@@ -99,6 +104,12 @@ class Controller:
         spec = parsed.accepted
         pods = self._pods(ns, builders.worker_selector(ref.name))
         hosts = self._pods(ns, host_copy_selector(ref.name))
+        lost = on_lost_nodes(pods + hosts, self._lost_nodes())
+        # A pod on a node that stopped reporting: follow it every second until it is lost.
+        suspect = bool(on_lost_nodes(pods + hosts, self._lost_nodes(after_s=0.0)))
+        for gone in lost:  # its kubelet is gone: take it back now, replace it below
+            self.cluster.delete_pod(ns, gone.name, force=True)
+        pods, hosts = [p for p in pods if p not in lost], [p for p in hosts if p not in lost]
         self._authorize(ref, pods + hosts)
         workers = self.plans.workers(pods + hosts)
         got = self.plans.gather(ref, pods + hosts, workers, spec.host_copies) if spec else None
@@ -133,13 +144,14 @@ class Controller:
             self.cluster.apply(manifest)
         self._network_policies(ref)
         events = [*scale_events, *decision.events, *copies.events, *profile.events]
+        events += [lost_event(lost)] if lost else []
         plans, moving = None, False
         if spec is not None and got is not None:
             outcome = self.plans.tick(ref, generation, spec, got, now)
             events += outcome.events
             plans = PlanState(outcome.decision.condition, outcome.decision.current_plan)
             moving = outcome.moving
-        (self._moving.add if moving else self._moving.discard)((ns, ref.name))
+        (self._moving.add if moving or suspect else self._moving.discard)((ns, ref.name))
         update = assemble(
             StatusInput(
                 previous=previous,
@@ -209,6 +221,14 @@ class Controller:
             log.warning("%s: Secret %s holds no token", ref, secret_name(ref.name))
             return
         self.plans.http.authorize([p.ip for p in pods], token)
+
+    def _lost_nodes(self, after_s: float = LOST_AFTER_S) -> set[str]:
+        """Nodes lost to their kubelet (node_loss.py); the list is read at most every
+        NODES_TTL_S, not once per deployment's reconcile."""
+        now = time.monotonic()
+        if now - self._nodes_read >= NODES_TTL_S:
+            self._nodes, self._nodes_read = self.cluster.list_nodes(), now
+        return lost_nodes(self._nodes, utcnow(), after_s)
 
     def _pods(self, ns: str, selector: str) -> list[PodView]:
         return [PodView.of(p) for p in self.cluster.list_pods(ns, selector) if p.get("metadata")]

@@ -125,6 +125,7 @@ class FakeCluster:
     memory: objects by (kind, namespace, name); a status patch is a JSON merge patch."""
 
     def __init__(self, nodes: int = 4) -> None:
+        self.forced: list[str] = []  # pods deleted with grace 0
         self.objects: dict[tuple[str, str, str], Body] = {}
         self.nodes = [{"metadata": {"name": f"n{i}", "labels": {}}} for i in range(nodes)]
         self.events: list[EventNote] = []
@@ -170,8 +171,9 @@ class FakeCluster:
         if key not in self.objects:
             self.add("Pod", {**manifest, "status": {"phase": "Pending"}})
 
-    def delete_pod(self, namespace: str, name: str) -> None:
+    def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> None:
         self.objects.pop(("Pod", namespace, name), None)
+        self.forced += [name] if force else []
 
     def list_jobs(self, namespace: str, selector: str) -> list[Body]:
         return self._list("Job", namespace, selector)

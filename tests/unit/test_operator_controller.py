@@ -9,10 +9,12 @@ from typing import Any
 from operator_fixtures import MODEL_URI, REF, FakeCluster, FakeWorkers
 
 from cascade_api import constants as c
+from cascade_api.base import utcnow
 from cascade_operator.builders import worker_selector
 from cascade_operator.config import OperatorConfig
 from cascade_operator.controller import Controller
 from cascade_operator.host_copies import host_copy_selector
+from cascade_operator.node_loss import lost_nodes
 from cascade_operator.peer_secret import token_of
 from cascade_protocol.peer_auth import secret_name, token_env
 from cascade_protocol.status import WorkerStatus
@@ -184,3 +186,30 @@ def test_the_deployment_gets_one_peer_token_its_pods_and_requests_carry() -> Non
     # The same token (made once), and the worker client presents it to the pod.
     assert token_of(cluster.objects[("Secret", REF.namespace, secret_name(REF.name))]) == token
     assert workers.tokens == {"10.0.0.1": token}
+
+
+def test_pods_on_a_lost_node_are_force_deleted_and_replaced_at_once() -> None:
+    controller, cluster, _ = world(2, hostCopies=0)
+    reconcile(controller)
+    run_pod(cluster, "llama-0", "10.0.0.1", ready=True)
+    run_pod(cluster, "llama-1", "10.0.0.2", ready=True)
+    lost_since = "2026-11-25T10:00:00Z"  # long before now: past LOST_AFTER_S
+    cluster.nodes[1]["status"] = {
+        "conditions": [{"type": "Ready", "status": "Unknown", "lastTransitionTime": lost_since}]
+    }
+    assert cluster.objects[("Pod", REF.namespace, "llama-1")]["spec"]["nodeName"] == "n1"
+    controller._nodes_read = -1e9  # the node list is read again now
+    reconcile(controller)
+    assert cluster.forced == ["llama-1"]
+    # Replaced in the same reconcile: the name is free again, the pod is a new one.
+    again = cluster.objects[("Pod", REF.namespace, "llama-1")]
+    assert "nodeName" not in again["spec"] and again["status"]["phase"] == "Pending"
+    assert cluster.objects[("Pod", REF.namespace, "llama-0")]["spec"]["nodeName"] == "n0"
+    lost = [e for e in cluster.events if e.reason == "NodeLost"]
+    assert len(lost) == 1 and "n1" in lost[0].message and "llama-1" in lost[0].message
+    # A node not Ready only for a moment is not lost yet.
+    just_now = utcnow().isoformat()
+    cluster.nodes[2]["status"] = {
+        "conditions": [{"type": "Ready", "status": "Unknown", "lastTransitionTime": just_now}]
+    }
+    assert lost_nodes(cluster.nodes, utcnow()) == {"n1"}

@@ -73,7 +73,8 @@ class Agent:
             else None,
             cluster.get("storage_mbit"),  # absent from cluster.json files before it
         )
-        self.heartbeat = Heartbeat(self.kube, self.nodes, fabric, self.stop)
+        silence = state_dir / "nodeagent" / "silence"
+        self.heartbeat = Heartbeat(self.kube, self.nodes, fabric, self.stop, silence)
         self.watcher = PodWatcher(
             self.kube, self.node_names, self._on_pod, self._on_list, self.stop
         )

@@ -4,6 +4,10 @@ Registration creates each Node (or re-asserts our labels on an existing one) and
 its status. Afterwards one thread renews every node's Lease each 10 s and re-posts node
 status each 40 s; the node lifecycle controller only marks a node NotReady when both go
 quiet for its grace period, which happens exactly when this agent is gone.
+
+Fault injection: nodes named in the file `silence` (one per line; `cascade_dev.testing`
+writes it) get no heartbeat while listed, as if their kubelet were gone; their pods
+keep running, as a partitioned node's do.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from cascade_dev.fabric import Fabric
@@ -35,9 +40,15 @@ STATUS_EVERY = 4  # lease periods between node status posts (40 s)
 
 class Heartbeat:
     def __init__(
-        self, kube: Kube, nodes: Sequence[NodeSpec], fabric: Fabric, stop: threading.Event
+        self,
+        kube: Kube,
+        nodes: Sequence[NodeSpec],
+        fabric: Fabric,
+        stop: threading.Event,
+        silence: Path | None = None,
     ) -> None:
         self._kube, self._nodes, self._fabric, self._stop = kube, list(nodes), fabric, stop
+        self._silence = silence
         self._uids: dict[str, str] = {}
         self._conditions: dict[str, list[dict[str, Any]]] = {}
         self._kernel = os.uname().release
@@ -101,12 +112,21 @@ class Heartbeat:
                 "PATCH", f"{base}/{spec.name}", body={"spec": lease["spec"]}, content_type=MERGE
             )
 
+    def silenced(self) -> set[str]:
+        """Nodes whose heartbeat is held back (fault injection)."""
+        if self._silence is None or not self._silence.is_file():
+            return set()
+        return {line.strip() for line in self._silence.read_text().splitlines() if line.strip()}
+
     def run(self) -> None:
         """Heartbeat loop (own thread) until stopped."""
         tick = 0
         while not self._stop.wait(LEASE_PERIOD_S):
             tick += 1
+            silent = self.silenced()
             for spec in self._nodes:
+                if spec.name in silent:
+                    continue
                 try:
                     if self._kube.get(f"/api/v1/nodes/{spec.name}") is None:
                         log.warning("node %s disappeared; registering it again", spec.name)

@@ -101,9 +101,12 @@ class Cluster:
             self.core.create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
 
     @refusals_as_api_error
-    def delete_pod(self, namespace: str, name: str) -> None:
+    def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> None:
+        """Delete a pod; `force`: at once (grace 0), for a pod whose kubelet is gone."""
         with success_on(404):
-            self.core.delete_namespaced_pod(name, namespace)
+            self.core.delete_namespaced_pod(
+                name, namespace, grace_period_seconds=0 if force else None
+            )
 
     @refusals_as_api_error
     def list_jobs(self, namespace: str, selector: str) -> list[Body]:
