@@ -123,19 +123,24 @@ class Heartbeat:
         tick = 0
         while not self._stop.wait(LEASE_PERIOD_S):
             tick += 1
-            silent = self.silenced()
-            for spec in self._nodes:
-                if spec.name in silent:
+            self.beat(tick)
+
+    def beat(self, tick: int) -> None:
+        """One lease period: renew every node's lease (and its status every
+        STATUS_EVERY ticks), except the silenced ones."""
+        silent = self.silenced()
+        for spec in self._nodes:
+            if spec.name in silent:
+                continue
+            try:
+                if self._kube.get(f"/api/v1/nodes/{spec.name}") is None:
+                    log.warning("node %s disappeared; registering it again", spec.name)
+                    self.register(spec)
                     continue
-                try:
-                    if self._kube.get(f"/api/v1/nodes/{spec.name}") is None:
-                        log.warning("node %s disappeared; registering it again", spec.name)
-                        self.register(spec)
-                        continue
-                    self.renew_lease(spec)
-                    if tick % STATUS_EVERY == 0:
-                        self.post_status(spec)
-                except TRANSIENT as e:
-                    log.warning("heartbeat for %s failed: %s", spec.name, e)
-                except Exception:  # keep beating for the other nodes, and next time
-                    log.exception("heartbeat for %s failed", spec.name)
+                self.renew_lease(spec)
+                if tick % STATUS_EVERY == 0:
+                    self.post_status(spec)
+            except TRANSIENT as e:
+                log.warning("heartbeat for %s failed: %s", spec.name, e)
+            except Exception:  # keep beating for the other nodes, and next time
+                log.exception("heartbeat for %s failed", spec.name)
