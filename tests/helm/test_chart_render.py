@@ -196,12 +196,17 @@ def test_security_context_is_restricted(render: Render) -> None:
     assert ctx["readOnlyRootFilesystem"] is True
 
 
-def test_read_only_root_gets_a_writable_tmp(render: Render) -> None:
+def test_read_only_root_gets_a_writable_scratch_dir(render: Render) -> None:
     pod = operator_deployment(render())["spec"]["template"]["spec"]
     [container] = pod["containers"]
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert "emptyDir" in volumes[mounts["/tmp"]]
+    assert "emptyDir" in volumes[mounts["/var/tmp/cascade"]]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TMPDIR"] == env["HOME"] == "/var/tmp/cascade"
+    # Not over /tmp: the local cluster's node agent bind-mounts volumes over host paths,
+    # and a state directory under /tmp (CI's) holds the pod's other volumes.
+    assert "/tmp" not in mounts
     docs = render("securityContext.readOnlyRootFilesystem=false")
     validate_all(docs)
     assert "volumes" not in operator_deployment(docs)["spec"]["template"]["spec"]

@@ -92,6 +92,7 @@ class Namespace:
     def __init__(self, dev: DevCluster, name: str) -> None:
         self.dev = dev
         self.ns = name
+        self.operator: OperatorProcess | None = None  # set by namespace_with_operator
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
         return self.dev.kubectl("-n", self.ns, *args, stdin=stdin, check=check).stdout
@@ -151,30 +152,53 @@ def model_deployment(
     }
 
 
+class OperatorProcess:
+    """A `cascade-operator` watching one namespace, as a process a test may kill."""
+
+    def __init__(self, dev: DevCluster, namespace: str, log: Path) -> None:
+        self.dev, self.namespace, self.log = dev, namespace, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [str(BIN / "cascade-operator"), "--namespace", self.namespace,
+                 "--liveness-port", "0"],
+                env={**os.environ, "KUBECONFIG": str(self.dev.kubeconfig)},
+                stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+    def kill(self) -> None:
+        """SIGKILL: no handler runs, whatever it was doing is cut short."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=15)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
 @contextmanager
 def namespace_with_operator(dev: DevCluster, prefix: str, log_dir: Path) -> Iterator[Namespace]:
-    """A fresh namespace watched by its own `cascade-operator` process; both go at exit."""
+    """A fresh namespace watched by its own `cascade-operator` process (`ns.operator`);
+    both go at exit."""
     ns = Namespace(dev, f"{prefix}-{uuid.uuid4().hex[:6]}")
     dev.kubectl("apply", "--validate=false", "-f", str(ROOT / "crds"))
     dev.kubectl(
         "wait", "--for=condition=Established", "crd/modeldeployments.cascade.dev", "--timeout=60s"
     )
     dev.kubectl("create", "namespace", ns.ns)
-    log = (log_dir / "operator.log").open("ab")
-    operator = subprocess.Popen(
-        [str(BIN / "cascade-operator"), "--namespace", ns.ns, "--liveness-port", "0"],
-        env={**os.environ, "KUBECONFIG": str(dev.kubeconfig)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    ns.operator = OperatorProcess(dev, ns.ns, log_dir / "operator.log")
+    ns.operator.start()
     try:
         yield ns
     finally:
         ns.kubectl("delete", "md", "--all", "--wait=false", check=False)
         dev.kubectl("delete", "namespace", ns.ns, "--wait=false", check=False)
-        operator.terminate()
-        try:
-            operator.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            operator.kill()
-        log.close()
+        ns.operator.stop()
