@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cascade_dev.paths import APISERVER_PORT, ETCD_BINARY, KUBE_BINARIES, kube_bin_dir
+from cascade_dev import processes
+from cascade_dev.controlplane import APISERVER
+from cascade_dev.paths import APISERVER_PORT, ETCD_BINARY, KUBE_BINARIES, StatePaths, kube_bin_dir
 
 CASCADE = str(Path(sys.executable).parent / "cascade")
 
@@ -93,6 +95,14 @@ class DevCluster:
         names = set(path.read_text().split()) if path.is_file() else set()
         names = names | {node} if silent else names - {node}
         path.write_text("".join(f"{n}\n" for n in sorted(names)))
+
+    def stop_api_server(self) -> None:
+        """Take the API server down (fault injection); `resume` brings it back."""
+        processes.stop(StatePaths(self.state_dir), APISERVER)
+
+    def resume(self) -> None:
+        """`cascade dev up` again: starts whatever of the cluster is not running."""
+        cascade_dev(self.state_dir, "up", "--nodes", str(self.nodes))
 
     def url(self, target: str) -> str:
         """`cascade dev url NAMESPACE/SERVICE[:PORT]`."""

@@ -8,6 +8,11 @@ nothing by being replaced (the gateway re-runs its requests elsewhere), so once 
 has been not Ready for `LOST_AFTER_S` more, the operator force-deletes its pods and
 creates replacements on other nodes in the same reconcile. A node that comes back finds
 them gone and stops their processes.
+
+Unless most nodes look lost at once: that is the control plane's trouble, not the nodes'
+(after an API server outage every lease looks stale until the kubelets renew them), and
+replacing every pod would turn a blip into an outage. Like the node lifecycle
+controller's full-disruption mode, nothing is taken back then.
 """
 
 from __future__ import annotations
@@ -24,9 +29,11 @@ LOST_AFTER_S = 10.0
 
 
 def lost_nodes(nodes: Iterable[Body], now: datetime, after_s: float = LOST_AFTER_S) -> set[str]:
-    """Nodes whose Ready condition has not been True for at least `after_s` seconds."""
-    lost = set()
+    """Nodes whose Ready condition has not been True for at least `after_s` seconds;
+    none when more than half of the nodes are (a control-plane disruption)."""
+    lost, total = set(), 0
     for node in nodes:
+        total += 1
         meta, status = node.get("metadata") or {}, node.get("status") or {}
         ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
         if ready is None or ready.get("status") == "True":
@@ -34,7 +41,7 @@ def lost_nodes(nodes: Iterable[Body], now: datetime, after_s: float = LOST_AFTER
         since = parse_time(ready.get("lastTransitionTime"))
         if since is not None and (now - since).total_seconds() >= after_s:
             lost.add(str(meta.get("name")))
-    return lost
+    return lost if 2 * len(lost) <= total else set()
 
 
 def on_lost_nodes(pods: Sequence[PodView], lost: set[str]) -> list[PodView]:

@@ -213,3 +213,14 @@ def test_pods_on_a_lost_node_are_force_deleted_and_replaced_at_once() -> None:
         "conditions": [{"type": "Ready", "status": "Unknown", "lastTransitionTime": just_now}]
     }
     assert lost_nodes(cluster.nodes, utcnow()) == {"n1"}
+
+
+def test_most_nodes_not_ready_at_once_is_a_control_plane_blip_not_node_loss() -> None:
+    cluster = FakeCluster(nodes=4)
+    stale = {"conditions": [{"type": "Ready", "status": "Unknown",
+                             "lastTransitionTime": "2026-11-25T10:00:00Z"}]}  # fmt: skip
+    for node in cluster.nodes[:2]:
+        node["status"] = stale
+    assert lost_nodes(cluster.nodes, utcnow()) == {"n0", "n1"}  # half: still node loss
+    cluster.nodes[2]["status"] = stale
+    assert lost_nodes(cluster.nodes, utcnow()) == set()  # 3 of 4: the API, not the nodes
