@@ -75,8 +75,33 @@ def apiserver_argv(paths: StatePaths, pki: Pki, bin_dir: Path, advertise: str) -
         "--enable-admission-plugins=NodeRestriction",
         # Node names don't resolve here; reach the node agent's log server by address.
         "--kubelet-preferred-address-types=InternalIP",
+        # What the chart-installed operator does (tests/integration/test_chart_install.py
+        # checks its RBAC against it): requests of cascade-system's ServiceAccounts only.
+        f"--audit-policy-file={audit_policy(paths)}",
+        f"--audit-log-path={paths.logs / AUDIT_LOG}",
+        "--audit-log-maxsize=50",
+        "--audit-log-maxbackup=1",
         "--v=1",
     ]
+
+
+AUDIT_LOG = "audit.log"
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts:cascade-system"]
+  - level: None
+"""
+
+
+def audit_policy(paths: StatePaths) -> Path:
+    """The API server's audit policy file (written on every start: cheap, and current)."""
+    path = paths.root / "audit-policy.yaml"
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    path.write_text(AUDIT_POLICY)
+    return path
 
 
 def controller_manager_argv(paths: StatePaths, pki: Pki, bin_dir: Path) -> list[str]:
