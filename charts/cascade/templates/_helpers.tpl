@@ -70,30 +70,31 @@ Rules on namespaced resources: granted cluster-wide (ClusterRole) when watchName
 empty, else per watched namespace (Role). No wildcards: every verb is listed.
 */}}
 {{- define "cascade.namespacedRules" -}}
+# kopf lists and watches what it handles and patches its finalizer and annotations onto
+# ModelDeployments; the operator reads one (get), writes status and /scale (autoscaler).
 - apiGroups: ["cascade.dev"]
   resources: ["modeldeployments"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["cascade.dev"]
-  resources: ["modeldeployments/status", "modeldeployments/scale"]
-  verbs: ["get", "patch", "update"]
+  resources: ["modeldeployments/status", "modeldeployments/scale", "scaleplans/status"]
+  verbs: ["patch"]
 - apiGroups: ["cascade.dev"]
   resources: ["scaleplans"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
-- apiGroups: ["cascade.dev"]
-  resources: ["scaleplans/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["list", "watch", "create", "delete", "deletecollection"]
+# get: the gateway's Role grants get/list/watch on pods, and RBAC lets a subject grant
+# only what it holds itself.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["list", "watch", "create", "delete"]
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["create", "patch", "delete"]
@@ -108,24 +109,23 @@ empty, else per watched namespace (Role). No wildcards: every verb is listed.
   verbs: ["list", "create", "patch"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
-- apiGroups: ["events.k8s.io"]
-  resources: ["events"]
   verbs: ["create"]
 {{- end }}
 
 {{/*
 Rules on cluster-scoped resources, always in the ClusterRole: kopf scans CRDs to discover
-its resources and lists/watches namespaces; the planner reads node topology.
+its resources and lists/watches namespaces (for watchNamespaces globs); the planner and
+the node-loss rule list nodes. Trimmed to what an audit of the operator's ServiceAccount
+shows it uses (tests/integration/test_chart_install.py).
 */}}
 {{- define "cascade.clusterRules" -}}
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list", "watch"]
 - apiGroups: [""]
   resources: ["namespaces"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list", "watch"]
 - apiGroups: [""]
   resources: ["nodes"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list"]
 {{- end }}
