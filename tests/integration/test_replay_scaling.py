@@ -2,7 +2,7 @@
 
 On the real local cluster, through the gateway: 1,000 completion requests (24 in flight
 at a time, prompts of several lengths) while the deployment scales 1 -> 4 after the
-first 100 have completed and 4 -> 1 after 500. Every request the gateway accepted must
+first 100 have completed and 4 -> 1 after 700. Every request the gateway accepted must
 complete (200, max_tokens tokens, finish "length"); none may fail or vanish. The test
 prints how many ran while 2+ instances served.
 """
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 MD = "replayed"
 REQUESTS = 1000
 IN_FLIGHT = 24
-MAX_TOKENS = 6
+MAX_TOKENS = 32
 PROMPTS = ["Hello", "The quick brown fox jumps over the lazy dog. " * 4, "Once upon a time " * 12]
 
 
@@ -68,7 +68,7 @@ async def replay(url: str, ns: Namespace) -> tuple[list[str], int, int]:
             if done >= 100 and not scaled_up:
                 scaled_up = True
                 await asyncio.to_thread(ns.kubectl, "scale", "md", MD, "--replicas=4")
-            if done >= 500 and not scaled_down:
+            if done >= 700 and not scaled_down:
                 scaled_down = True
                 await asyncio.to_thread(ns.kubectl, "scale", "md", MD, "--replicas=1")
 
