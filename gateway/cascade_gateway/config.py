@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from cascade_api.constants import GATEWAY_PORT
 from cascade_protocol.cli_args import add_serving_args, int_at_least, parse_positive_seconds
 from cascade_protocol.generate import RequestClass
-from cascade_protocol.peer_auth import TOKEN_ENV
+from cascade_protocol.peer_auth import GENERATE_TOKEN_ENV
 from cascade_protocol.queue_order import QueueOrder
 
 DISCOVERY_STATIC = "static"
@@ -92,8 +92,8 @@ class GatewayConfig:
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS
     # How a class's queue is ordered (protocol.queue_order): on time first, or FIFO.
     queue_order: QueueOrder = QueueOrder.ON_TIME_FIRST
-    # The deployment's peer token ($CASCADE_PEER_TOKEN, from the operator's Secret): the
-    # gateway's requests to workers carry it (cascade_protocol.peer_auth). "": none.
+    # The deployment's generate token ($CASCADE_GENERATE_TOKEN, from the operator's
+    # Secret): the gateway's requests to workers carry it (peer_auth). "": none.
     peer_token: str = field(default="", repr=False)
 
     def ttft_slo_s(self, request_class: RequestClass) -> float:
@@ -213,5 +213,5 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> GatewayConfig:
         batch_ttft_slo_ms=args.batch_ttft_slo_ms,
         keepalive_seconds=args.keepalive_seconds,
         queue_order=QueueOrder(args.queue_order),
-        peer_token=env.get(TOKEN_ENV, "").strip(),
+        peer_token=env.get(GENERATE_TOKEN_ENV, "").strip(),
     )

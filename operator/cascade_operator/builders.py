@@ -132,6 +132,7 @@ def process_pod(
         _field_env("NODE_NAME", "spec.nodeName"),
         {"name": "CASCADE_DEPLOYMENT", "value": ref.name},
         token_env(ref.name),  # the deployment's peer token (cascade_protocol.peer_auth)
+        token_env(ref.name, generate=True),  # what its gateway presents to generate
         {"name": "CASCADE_MODEL_URI", "value": spec.model.uri},
         {"name": "CASCADE_MODEL_DIGEST", "value": spec.model.digest or ""},  # the pin
         {"name": "CASCADE_MODEL_PATH", "value": model_path},
@@ -201,7 +202,7 @@ def gateway_deployment(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfi
             _field_env("POD_IP", "status.podIP"),
             {"name": "CASCADE_DEPLOYMENT", "value": ref.name},
             {"name": "CASCADE_MODEL_NAME", "value": served_name(ref, spec)},
-            token_env(ref.name),  # its requests to workers carry the deployment's token
+            token_env(ref.name, generate=True),  # generate and load only, never control
             {"name": "CASCADE_WORKER_SELECTOR", "value": worker_selector(ref.name)},
             {"name": "CASCADE_DISCOVERY", "value": "kubernetes"},
             {"name": "CASCADE_QUEUE_ORDER", "value": str(spec.slo.queue_order)},

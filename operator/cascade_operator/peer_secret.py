@@ -15,14 +15,15 @@ from typing import Any
 
 from cascade_operator.builders import labels, owner_reference
 from cascade_operator.observed import MdRef
-from cascade_protocol.peer_auth import SECRET_KEY, new_token, secret_name
+from cascade_protocol.peer_auth import GENERATE_KEY, SECRET_KEY, new_token, secret_name
 
 Manifest = dict[str, Any]
 
 
 def peer_secret(ref: MdRef, token: str | None = None) -> Manifest:
-    """A new Secret holding a fresh token (or `token`)."""
+    """A new Secret holding a fresh peer token (or `token`) and a fresh generate token."""
     value = token if token is not None else new_token()
+    generate = new_token()
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -33,13 +34,16 @@ def peer_secret(ref: MdRef, token: str | None = None) -> Manifest:
             "labels": labels(ref.name, "peer-token"),
             "ownerReferences": [owner_reference(ref)],
         },
-        "data": {SECRET_KEY: base64.b64encode(value.encode()).decode()},
+        "data": {
+            SECRET_KEY: base64.b64encode(value.encode()).decode(),
+            GENERATE_KEY: base64.b64encode(generate.encode()).decode(),
+        },
     }
 
 
-def token_of(secret: Manifest | None) -> str | None:
-    """The token a stored Secret holds, or None when it holds none that decodes."""
-    raw = ((secret or {}).get("data") or {}).get(SECRET_KEY)
+def token_of(secret: Manifest | None, key: str = SECRET_KEY) -> str | None:
+    """The token a stored Secret holds under `key`, or None when none decodes."""
+    raw = ((secret or {}).get("data") or {}).get(key)
     if not raw:
         return None
     try:

@@ -1,8 +1,10 @@
 """Who may talk to a deployment's workers: one shared secret per ModelDeployment.
 
-The operator creates the secret (a Kubernetes Secret named by `secret_name`, key
-`SECRET_KEY`) and hands it to the deployment's workers, host copies and gateway as
-$CASCADE_PEER_TOKEN. With it:
+The operator creates the secret (a Kubernetes Secret named by `secret_name`) with two
+tokens: the peer token (key `SECRET_KEY`, $CASCADE_PEER_TOKEN) for the operator and the
+deployment's workers and host copies, and the generate token (key `GENERATE_KEY`,
+$CASCADE_GENERATE_TOKEN) for its gateway, which may only generate and read load: a
+compromised gateway cannot drive the workers' control API. With them:
 
 - HTTP (operator -> worker control, gateway -> worker generate/load): the token as a
   bearer credential (`bearer_headers`, checked with `bearer_matches`);
@@ -28,6 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 TOKEN_ENV = "CASCADE_PEER_TOKEN"
 SECRET_KEY = "token"
+GENERATE_TOKEN_ENV = "CASCADE_GENERATE_TOKEN"
+GENERATE_KEY = "generate"
 AUTH_HEADER = "Authorization"
 SCHEME = "Bearer"
 # Clocks of a cluster's nodes agree to well under a minute (NTP); a proof older or newer
@@ -45,11 +49,14 @@ def secret_name(deployment: str) -> str:
     return f"{deployment}-cascade-peer"
 
 
-def token_env(deployment: str) -> dict[str, object]:
-    """A pod's $CASCADE_PEER_TOKEN entry: from the deployment's Secret (the kubelet
-    resolves it; the token never appears in the pod spec)."""
-    ref = {"name": secret_name(deployment), "key": SECRET_KEY}
-    return {"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": ref}}
+def token_env(deployment: str, generate: bool = False) -> dict[str, object]:
+    """A pod's $CASCADE_PEER_TOKEN (or, `generate`, $CASCADE_GENERATE_TOKEN) entry: from
+    the deployment's Secret (the kubelet resolves it; no token is in the pod spec)."""
+    key, env = (GENERATE_KEY, GENERATE_TOKEN_ENV) if generate else (SECRET_KEY, TOKEN_ENV)
+    return {
+        "name": env,
+        "valueFrom": {"secretKeyRef": {"name": secret_name(deployment), "key": key}},
+    }
 
 
 def new_token() -> str:

@@ -16,7 +16,7 @@ from cascade_operator.controller import Controller
 from cascade_operator.host_copies import host_copy_selector
 from cascade_operator.node_loss import lost_nodes
 from cascade_operator.peer_secret import token_of
-from cascade_protocol.peer_auth import secret_name, token_env
+from cascade_protocol.peer_auth import GENERATE_KEY, secret_name, token_env
 from cascade_protocol.status import WorkerStatus
 
 B = 8
@@ -176,11 +176,15 @@ def test_the_deployment_gets_one_peer_token_its_pods_and_requests_carry() -> Non
     assert secret["metadata"]["ownerReferences"][0]["name"] == REF.name
     gateway = cluster.objects[("Deployment", REF.namespace, "llama-gateway")]
     pods = [*cluster.list_pods(REF.namespace, f"{c.LABEL_DEPLOYMENT}={REF.name}")]
-    containers = [p["spec"]["containers"][0] for p in pods]
-    containers.append(gateway["spec"]["template"]["spec"]["containers"][0])
-    for container in containers:  # workers, the host copy, the gateway
-        assert token_env(REF.name) in container["env"], container["name"]
+    gateway_container = gateway["spec"]["template"]["spec"]["containers"][0]
+    for container in [p["spec"]["containers"][0] for p in pods]:  # workers, the host copy
+        assert token_env(REF.name) in container["env"]
+        assert token_env(REF.name, generate=True) in container["env"]  # to check the gateway
         assert token not in str(container)  # by reference only
+    # The gateway holds only the generate token: it cannot drive the control API.
+    assert token_env(REF.name, generate=True) in gateway_container["env"]
+    assert token_env(REF.name) not in gateway_container["env"]
+    assert token_of(secret, GENERATE_KEY) not in (None, token)
     run_pod(cluster, "llama-0", "10.0.0.1", ready=False)
     reconcile(controller)
     # The same token (made once), and the worker client presents it to the pod.

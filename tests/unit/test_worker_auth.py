@@ -30,10 +30,14 @@ GUARDED = [
 ]
 
 
+GENERATE = new_token()  # the gateway's: generate and load, never control
+
+
 def config(key: PeerKey | None) -> WorkerConfig:
     return WorkerConfig(
         host="127.0.0.1", port=0, model_uri="", deployment="d", pod_name="w-0",
         drain_seconds=0.0, data_port=0, pipeline_port=0, peer_key=key,
+        generate_key=PeerKey(GENERATE) if key is not None else None,
     )  # fmt: skip
 
 
@@ -64,6 +68,12 @@ def test_requests_without_the_token_are_refused_and_change_nothing() -> None:
                 after = await (await http.get(base + "/v1/status")).json()
                 for field in ("phase", "engine", "blocksLoaded", "mode"):
                     assert after.get(field) == before.get(field), field
+                # The gateway's token opens generate and load, not the control API.
+                gateway = bearer_headers(GENERATE)
+                for method, path, body in GUARDED:
+                    status, _ = await call(http, base, method, path, body, gateway)
+                    control = path.startswith("/v1/control/")
+                    assert (status == 403) is control, (path, status)
                 # The token opens the door (the handler answers, here: nothing to show).
                 ok = bearer_headers(TOKEN)
                 status, _ = await call(http, base, "GET", "/v1/control/manifest", None, ok)
@@ -72,7 +82,8 @@ def test_requests_without_the_token_are_refused_and_change_nothing() -> None:
                     async with http.get(base + path) as resp:
                         assert resp.status != 401, path
                 metrics = await (await http.get(base + "/metrics")).text()
-            assert REFUSED.total(HTTP) - counted == 2 * len(GUARDED)
+            controls = sum(p.startswith("/v1/control/") for _, p, _ in GUARDED)
+            assert REFUSED.total(HTTP) - counted == 2 * len(GUARDED) + controls
             assert (
                 'cascade_worker_peers_refused_total{reason="wrong_credentials",surface="http"}'
                 in (metrics)

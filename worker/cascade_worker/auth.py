@@ -2,8 +2,10 @@
 deployment's token are refused before any work, and counted.
 
 HTTP: every route but the probes, the metrics scrape and the read-only status needs
-`Authorization: Bearer <token>` (the operator's control orders, the gateway's generate
-and load polls). 401 without credentials, 403 with wrong ones; the body names which.
+`Authorization: Bearer <token>`: the control API (`/v1/control/*`) the peer token (the
+operator's orders, a worker's fetch); generate and load the peer token or the generate
+token (the gateway's, which can do no more). 401 without credentials, 403 with wrong
+ones; the body names which.
 UCX: the transports check the `PeerProof` their opening frame carries
 (multicast/serve.py, pipeline/server.py) and count refusals here too.
 
@@ -35,8 +37,12 @@ def register_auth_metrics(registry: CollectorRegistry) -> None:
     registry.register(REFUSED)
 
 
-def peer_auth_middleware(key: PeerKey) -> Middleware:
-    """Refuse requests to any non-open path that lack the deployment's bearer token."""
+CONTROL_PREFIX = "/v1/control/"
+
+
+def peer_auth_middleware(key: PeerKey, generate: PeerKey | None = None) -> Middleware:
+    """Refuse requests to any non-open path that lack the deployment's bearer token; the
+    generate token opens everything but the control API."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -51,7 +57,9 @@ def peer_auth_middleware(key: PeerKey) -> Middleware:
                 status=401,
                 headers={"WWW-Authenticate": "Bearer"},
             )  # fmt: skip
-        if not key.header_ok(header):
+        control = request.path.startswith(CONTROL_PREFIX)
+        as_gateway = generate is not None and not control and generate.header_ok(header)
+        if not key.header_ok(header) and not as_gateway:
             REFUSED.add(HTTP, "wrong_credentials")
             return web.json_response(
                 {"error": f"{request.path}: wrong credentials for this deployment"}, status=403
@@ -61,7 +69,7 @@ def peer_auth_middleware(key: PeerKey) -> Middleware:
     return middleware
 
 
-def guard(app: web.Application, key: PeerKey | None) -> None:
+def guard(app: web.Application, key: PeerKey | None, generate: PeerKey | None = None) -> None:
     """Put the door on a worker app (before it starts); without a key, log that it is open."""
     if key is None:
         log.warning(
@@ -69,4 +77,4 @@ def guard(app: web.Application, key: PeerKey | None) -> None:
             "UCX ports accept anyone (fine for tests and local runs, never in a cluster)"
         )
         return
-    app.middlewares.append(peer_auth_middleware(key))
+    app.middlewares.append(peer_auth_middleware(key, generate))

@@ -23,7 +23,7 @@ from cascade_protocol.cli_args import (
     parse_port,
     parse_seconds,
 )
-from cascade_protocol.peer_auth import PeerKey, key_from_env
+from cascade_protocol.peer_auth import GENERATE_TOKEN_ENV, PeerKey, key_from_env
 from cascade_protocol.status import WorkerRole
 from cascade_worker.config_batch import (
     DEFAULT_ADAPTIVE_BATCH_TICK_SECONDS,
@@ -118,6 +118,8 @@ class WorkerConfig:
     # The deployment's peer token ($CASCADE_PEER_TOKEN, from the Secret the operator
     # makes): peers without it are refused (auth.py). None: open (tests, local runs).
     peer_key: PeerKey | None = field(default=None, repr=False)
+    # The gateway's token ($CASCADE_GENERATE_TOKEN): generate and load, not control.
+    generate_key: PeerKey | None = field(default=None, repr=False)
 
 
 parse_blocks = int_at_least(1, "block count")
@@ -292,4 +294,5 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         materialize_once=args.role == WorkerRole.MATERIALIZE,
         model_digest_pin=env.get("CASCADE_MODEL_DIGEST", "").strip(),
         peer_key=key_from_env(env),
+        generate_key=key_from_env(env, GENERATE_TOKEN_ENV),
     )

@@ -87,7 +87,7 @@ def build_app(
     register_metrics(registry, config)
     app = create_app(registry)
     app[CONFIG_KEY] = config
-    guard(app, config.peer_key)
+    guard(app, config.peer_key, config.generate_key)
     credentials.install(config.peer_key)  # for the pipeline's connections (credentials.py)
     register_auth_metrics(registry)
     add_control(app, control or Control(config), registry)
