@@ -4,15 +4,14 @@ with the deployment's peer token, read from the Secret the operator made."""
 from __future__ import annotations
 
 import base64
-import urllib.parse
 from collections.abc import Iterable
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from cascade_protocol.peer_auth import SECRET_KEY, bearer_headers, secret_name
+from cascade_protocol.peer_auth import SECRET_KEY, TokensByHost, secret_name
 
-_TOKENS: dict[str, str] = {}  # pod IP -> its deployment's token
+_TOKENS = TokensByHost()
 
 
 def read_token(core: Any, namespace: str, deployment: str) -> str | None:
@@ -31,8 +30,8 @@ def authorize(core: Any, namespace: str, deployment: str, ips: Iterable[str | No
     """Requests to these pods carry their deployment's token."""
     token = read_token(core, namespace, deployment)
     if token:
-        _TOKENS.update({ip: token for ip in ips if ip})
+        _TOKENS.authorize(ips, token)
 
 
 def headers_for(url: str) -> dict[str, str]:
-    return bearer_headers(_TOKENS.get(urllib.parse.urlsplit(url).hostname or ""))
+    return _TOKENS.headers_for(url)

@@ -24,7 +24,8 @@ import hmac
 import os
 import secrets
 import time
-from collections.abc import Mapping
+import urllib.parse
+from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,6 +68,22 @@ def new_token() -> str:
 def bearer_headers(token: str | None) -> dict[str, str]:
     """The header that authenticates an HTTP request to a worker ({} without a token)."""
     return {AUTH_HEADER: f"{SCHEME} {token}"} if token else {}
+
+
+class TokensByHost:
+    """Which token an HTTP request to a pod carries: its deployment's, looked up by the
+    pod's IP (the operator's worker client, tests and benches that call workers)."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[str, str] = {}
+
+    def authorize(self, hosts: Iterable[str | None], token: str) -> None:
+        """Requests to these pod IPs carry `token` from now on."""
+        self._tokens.update({host: token for host in hosts if host})
+
+    def headers_for(self, url: str) -> dict[str, str]:
+        """The bearer header for `url` ({} for a host not authorized)."""
+        return bearer_headers(self._tokens.get(urllib.parse.urlsplit(url).hostname or ""))
 
 
 def bearer_matches(header: str | None, token: str) -> bool:

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import urllib.error
-import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from typing import Any
 import yaml
 
 from cascade_dev.testing import DevCluster
-from cascade_protocol.peer_auth import SECRET_KEY, bearer_headers, secret_name
+from cascade_protocol.peer_auth import SECRET_KEY, TokensByHost, secret_name
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -39,12 +38,12 @@ def ensure_example_model() -> None:
 
 # Pod IP -> its deployment's peer token, learnt whenever a Namespace lists pods: a test
 # calls a worker as the operator and gateway do, with the token (cascade_protocol.peer_auth).
-_TOKENS: dict[str, str] = {}
+_TOKENS = TokensByHost()
 
 
 def auth_headers(url: str) -> dict[str, str]:
     """The bearer header a worker at `url` wants ({} for a pod not listed yet)."""
-    return bearer_headers(_TOKENS.get(urllib.parse.urlsplit(url).hostname or ""))
+    return _TOKENS.headers_for(url)
 
 
 def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
@@ -109,9 +108,8 @@ class Namespace:
         pods = json.loads(self.kubectl("get", "pods", "-l", selector, "-o", "json"))["items"]
         live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         token = self.peer_token(md) if live else None
-        for pod in live:
-            if token and pod["status"].get("podIP"):
-                _TOKENS[pod["status"]["podIP"]] = token
+        if token:
+            _TOKENS.authorize([pod["status"].get("podIP") for pod in live], token)
         return sorted(live, key=lambda p: p["metadata"]["name"])
 
     def peer_token(self, md: str) -> str | None:

@@ -61,3 +61,11 @@ def test_the_pod_reads_the_token_from_its_deployments_secret() -> None:
         "name": pa.TOKEN_ENV,
         "valueFrom": {"secretKeyRef": {"name": "llama-cascade-peer", "key": pa.SECRET_KEY}},
     }
+
+
+def test_requests_carry_the_token_of_the_pods_deployment() -> None:
+    tokens = pa.TokensByHost()
+    tokens.authorize(["10.0.0.1", None, "fd00::5"], TOKEN)
+    assert tokens.headers_for("http://10.0.0.1:8080/v1/generate") == pa.bearer_headers(TOKEN)
+    assert tokens.headers_for("http://[fd00::5]:8080/v1/load") == pa.bearer_headers(TOKEN)
+    assert tokens.headers_for("http://10.0.0.2:8080/v1/generate") == {}

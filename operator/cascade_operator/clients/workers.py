@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +23,7 @@ from typing import Any, Protocol
 from cascade_api import constants as c
 from cascade_operator.clients.http import get_typed, pod_url
 from cascade_protocol.control import ManifestInfo
-from cascade_protocol.peer_auth import bearer_headers
+from cascade_protocol.peer_auth import TokensByHost
 from cascade_protocol.status import STATUS_PATH, WorkerStatus
 
 Body = dict[str, Any]
@@ -53,23 +52,19 @@ class WorkerClient:
         self.timeout_s = timeout_s
         self.order_timeout_s = order_timeout_s
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="worker-http")
-        # Pod IP -> its deployment's peer token: what every request to that pod carries
-        # (the controller says, each reconcile, for the pods it sees; peer_auth).
-        self._tokens: dict[str, str] = {}
+        # What every request to a pod carries: its deployment's peer token (the controller
+        # says, each reconcile, for the pods it sees).
+        self._tokens = TokensByHost()
 
     def authorize(self, ips: Iterable[str | None], token: str) -> None:
         """Requests to these pod IPs carry `token` (their deployment's)."""
-        for ip in ips:
-            if ip:
-                self._tokens[ip] = token
-
-    def _headers(self, url: str) -> dict[str, str]:
-        host = urllib.parse.urlsplit(url).hostname or ""
-        return bearer_headers(self._tokens.get(host))
+        self._tokens.authorize(ips, token)
 
     def _call(self, method: str, url: str, body: Body | None, timeout: float) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method, headers=self._headers(url))
+        req = urllib.request.Request(
+            url, data=data, method=method, headers=self._tokens.headers_for(url)
+        )
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
@@ -95,7 +90,7 @@ class WorkerClient:
     def manifest(self, ip: str) -> ManifestInfo | None:
         """GET /v1/control/manifest of a holder: its digest and block table."""
         url = pod_url(ip, c.WORKER_PORT, "/v1/control/manifest")
-        return get_typed(url, ManifestInfo, self.timeout_s, self._headers(url))
+        return get_typed(url, ManifestInfo, self.timeout_s, self._tokens.headers_for(url))
 
     def send(self, order: Order) -> Delivery:
         url = f"http://{order.address}{order.path}"
