@@ -250,3 +250,26 @@ def test_pods_get_the_clusters_storage_rate_unless_they_set_it(ctx: AgentContext
     assert last(ctx)["phase"] == "Succeeded"
     assert "rate=100" in (w.dir / "app.log").read_text()
     assert "rate=5" in (w.dir / "own.log").read_text()
+
+
+def test_a_ready_flip_by_another_writer_is_put_back(ctx: AgentContext) -> None:
+    """The node lifecycle controller marks pods NotReady when their node's lease looks
+    stale (every node after an API-server outage); the agent re-posts its own truth."""
+    pod = make_pod([sh("app", "exec sleep 30")])
+    w = PodWorker("uid-1", "cascade-node-0", ctx, pod)
+    w.sync(pod)
+    posted = last(ctx)
+    ready = next(c for c in posted["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"
+    patches = cast(Any, ctx.kube).patches
+    w.sync({**pod, "status": posted})  # the API echoes our own post: nothing to do
+    assert len(patches) == 1
+    flipped = [
+        {**c, "status": "False", "reason": "NodeNotReady"} if c["type"] == "Ready" else c
+        for c in posted["conditions"]
+    ]
+    w.sync({**pod, "status": {**posted, "conditions": flipped}})
+    assert len(patches) == 2
+    again = next(c for c in last(ctx)["conditions"] if c["type"] == "Ready")
+    assert again["status"] == "True"
+    settle(w, {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "now"}})

@@ -137,7 +137,11 @@ class PodWorker(PodState):
             now=now(),
             start_time=self.start_time,
         )
-        if changed(status, current):
+        # Also against the API's copy: the node lifecycle controller marks every pod of a
+        # node whose lease looked stale NotReady (an API-server outage does that to all),
+        # and a kubelet puts its own truth back. A stale copy costs one no-op patch.
+        stored = self.pod.get("status") or {}
+        if changed(status, current) or changed(status, stored):
             m = self.pod.get("metadata") or {}
             try:
                 self.ctx.kube.patch_pod_status(str(m.get("namespace")), str(m.get("name")), status)
