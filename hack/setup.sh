@@ -12,6 +12,7 @@ command -v tc >/dev/null || need+=(iproute2)
 command -v kubectl >/dev/null || need+=(kubernetes-client)
 command -v shellcheck >/dev/null || need+=(shellcheck)
 command -v npm >/dev/null || need+=(npm)
+command -v tmux >/dev/null || need+=(tmux)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "installing system packages: ${need[*]}"
   $SUDO apt-get update -qq
