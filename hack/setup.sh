@@ -12,6 +12,9 @@ command -v tc >/dev/null || need+=(iproute2)
 command -v kubectl >/dev/null || need+=(kubernetes-client)
 command -v shellcheck >/dev/null || need+=(shellcheck)
 command -v npm >/dev/null || need+=(npm)
+# The dev cluster's Prometheus (cascade dev up runs it). Where the package starts its own
+# service, that one keeps 9090 and the dev cluster's takes another port.
+command -v prometheus >/dev/null || need+=(prometheus)
 command -v tmux >/dev/null || need+=(tmux)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "installing system packages: ${need[*]}"

@@ -36,6 +36,7 @@ from cascade_autoscaler import behavior as hpa
 from cascade_autoscaler.batch_queue import BatchRecommendation
 from cascade_autoscaler.batch_queue import decide as decide_batch
 from cascade_autoscaler.behavior import BehaviorState, Outcome, Reason
+from cascade_autoscaler.cause import Moves, cause_of
 from cascade_autoscaler.interactive import (
     InteractiveBand,
     InteractiveDecision,
@@ -104,6 +105,14 @@ def decide(ctx: AutoscaleContext, state: AutoscaleState) -> tuple[Recommendation
         "" if spec.owner == "cascade" else "owner External: not written",
     )
     active = Condition(outcome.active, VALID_METRIC if outcome.active else outcome.limit)
+    moves = Moves(
+        current=fleet.replicas,
+        replicas=replicas,
+        interactive=inter.desired - fleet.interactive - fleet.mixed,
+        batch=batch.desired_instances - fleet.batch,
+        to_zero=raw == 0 and bool(zero_why),
+        from_zero=limited.reason == SCALE_FROM_ZERO,
+    )
     rec = Recommendation(
         replicas=replicas,
         roles=roles,
@@ -114,6 +123,9 @@ def decide(ctx: AutoscaleContext, state: AutoscaleState) -> tuple[Recommendation
         scaling_limited=limited,
         theta=theta,
         details=tuple(d for d in (theta_why, inter.reason, batch.reason, zero_why) if d),
+        cause=cause_of(moves, outcome),
+        ibp=inter.ibp,
+        bbp=batch.bbp_before,
     )
     return rec, AutoscaleState(behavior_state, last, kept_theta)
 

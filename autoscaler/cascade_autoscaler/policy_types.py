@@ -14,6 +14,7 @@ from typing import Literal, NamedTuple
 from cascade_api.scaling import ScalingBehavior
 from cascade_autoscaler.batch_queue import BatchQueueConfig, BatchQueueContext
 from cascade_autoscaler.behavior import BehaviorState
+from cascade_autoscaler.cause import Cause
 
 Owner = Literal["cascade", "external"]
 
@@ -133,3 +134,6 @@ class Recommendation:
     scaling_limited: Condition  # rate policies, bounds or scale from zero moved the count
     theta: float  # Θ used this tick (the configured one or auto)
     details: tuple[str, ...] = ()  # each step's full reason, for events and debugging
+    cause: Cause = Cause.STEADY  # `reason` as one value of a closed set (metric labels)
+    ibp: float | None = None  # interactive backpressure now; None with no instances
+    bbp: int = 0  # batch backpressure now: request groups expected to miss at the current count

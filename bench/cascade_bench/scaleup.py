@@ -221,7 +221,7 @@ def _operator(ns: str, start: bool) -> Iterator[None]:
     log = Path(tempfile.gettempdir()) / f"{ns}-operator.log"
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [str(exe), "--namespace", ns, "--liveness-port", "0"],
+            [str(exe), "--namespace", ns, "--liveness-port", "0", "--metrics-port", "0"],
             env=dict(os.environ),
             stdout=out,
             stderr=subprocess.STDOUT,

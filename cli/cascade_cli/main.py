@@ -19,6 +19,7 @@ GROUPS: tuple[tuple[str, str], ...] = (
     ("model", "cascade_cli.model"),
     ("bench", "cascade_cli.bench"),
     ("plan", "cascade_cli.plan"),
+    ("top", "cascade_cli.top"),
     ("simulate", "cascade_cli.simulate"),
 )
 

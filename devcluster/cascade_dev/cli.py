@@ -51,6 +51,7 @@ def _up(args: argparse.Namespace) -> int:
         wait_nodes=not args.no_wait,
         node_cpu=args.node_cpu,
         storage_mbit=args.storage_mbit,
+        prometheus=not args.no_prometheus,
     )
     paths = _paths(args)
     plan = cluster.up(paths, opts)
@@ -130,13 +131,21 @@ def add_parser(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait per phase")
     up.add_argument("--no-wait", action="store_true", help="don't wait for nodes to be Ready")
+    up.add_argument(
+        "--no-prometheus",
+        action="store_true",
+        help="don't run Prometheus, and stop it if it runs (by default it runs; "
+        "`cascade dev url prometheus` prints its URL)",
+    )
     up.set_defaults(func=_up)
 
     sub.add_parser("down", help="stop everything and delete the fabric").set_defaults(func=_down)
     sub.add_parser("kubeconfig", help="print the admin kubeconfig path").set_defaults(
         func=_kubeconfig
     )
-    url = sub.add_parser("url", help="print http://IP:PORT of a ready endpoint of a Service")
-    url.add_argument("target", metavar="NAMESPACE/SERVICE[:PORT]")
+    url = sub.add_parser(
+        "url", help="print http://IP:PORT of a ready endpoint of a Service, or of Prometheus"
+    )
+    url.add_argument("target", metavar="NAMESPACE/SERVICE[:PORT] | prometheus")
     url.set_defaults(func=_url)
     sub.add_parser("status", help="show processes, fabric and nodes").set_defaults(func=_status)

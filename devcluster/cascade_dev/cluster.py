@@ -1,11 +1,12 @@
 """`cascade dev up/down/status/url`: the lifecycle of the local cluster.
 
 `up` is a reconcile: every step (binaries, PKI, kubeconfigs, cluster.json, switches,
-control plane, node agent) checks before it acts, so running it on a live cluster only
-restarts the node agent when the plan changed (node list, `--node-cpu`: the new agent
-rewrites the quotas; `--storage-mbit`: pods it starts from then on read at the new
-rate). `down` stops everything in reverse, sweeps whatever still runs for the state
-dir, removes the CPU quota groups, deletes the fabric and wipes etcd and pods.
+control plane, Prometheus, node agent) checks before it acts, so running it on a live
+cluster only restarts the node agent when the plan changed (node list, `--node-cpu`: the
+new agent rewrites the quotas; `--storage-mbit`: pods it starts from then on read at the
+new rate); `--no-prometheus` stops Prometheus. `down` stops everything in reverse, sweeps
+whatever still runs for the state dir, removes the CPU quota groups, deletes the fabric
+and wipes etcd, pods and Prometheus' data.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cascade_dev import cgroups, controlplane, netlinks, processes, toolchain
+from cascade_dev import cgroups, controlplane, monitor, netlinks, processes, toolchain
 from cascade_dev.controlplane import CONTROLLER_MANAGER
 from cascade_dev.kubeapi import KubeApi
 from cascade_dev.kubeconfig import write_kubeconfig
 from cascade_dev.paths import StatePaths, venv_python
 from cascade_dev.pki import Pki, ensure_pki
+from cascade_dev.prometheus import PROMETHEUS
 from cascade_dev.topology import DEFAULT_STORAGE_MBIT, MODE_NETNS, ClusterPlan, plan_cluster
 from cascade_dev.urls import parse_target, resolve_url
 
@@ -44,6 +46,7 @@ class UpOptions:
     wait_nodes: bool = True
     node_cpu: float | None = None  # cores of CPU quota per node; None: unlimited
     storage_mbit: int = DEFAULT_STORAGE_MBIT  # pods' model storage read rate; 0: unlimited
+    prometheus: bool = True  # run Prometheus (docs/observability.md); False stops it
 
 
 def _log(msg: str) -> None:
@@ -104,6 +107,10 @@ def up(paths: StatePaths, opts: UpOptions) -> ClusterPlan:
     _log(f"control plane: starting what is not running (logs in {paths.logs})")
     api = controlplane.start_control_plane(paths, pki, bin_dir, plan.host_ip, opts.timeout)
     _prune_nodes(api, plan)
+    if not opts.prometheus:
+        monitor.stop(paths)
+    elif (prom := monitor.ensure(paths, opts.timeout)) is not None:
+        _log(f"prometheus: {prom}")
     if not agent_available():
         _log(f"warning: {AGENT_MODULE} is not installed; nodes will not register")
         return plan
@@ -198,6 +205,7 @@ def _unmount_under(root: Path) -> None:
 
 
 def down(paths: StatePaths) -> None:
+    monitor.stop(paths)
     processes.stop(paths, AGENT)
     processes.terminate(_pod_pids(paths) + _netns_pids(), grace=5.0)
     controlplane.stop_control_plane(paths)
@@ -207,7 +215,7 @@ def down(paths: StatePaths) -> None:
         _unmount_under(paths.root)
     if netlinks.choose_mode("auto") == MODE_NETNS:
         netlinks.teardown()
-    for path in (paths.etcd, paths.pods):
+    for path in (paths.etcd, paths.pods, paths.prometheus):
         shutil.rmtree(path, ignore_errors=True)
     for pidfile in paths.root.glob("*.pid"):
         pidfile.unlink()
@@ -216,6 +224,8 @@ def down(paths: StatePaths) -> None:
 
 
 def url(paths: StatePaths, target_text: str) -> str:
+    if target_text == PROMETHEUS:
+        return monitor.url(paths)
     target = parse_target(target_text)
     api = KubeApi(Pki(paths.pki))
     base = f"/api/v1/namespaces/{target.namespace}"
@@ -226,7 +236,7 @@ def url(paths: StatePaths, target_text: str) -> str:
 
 def status(paths: StatePaths) -> str:
     lines = [f"state dir: {paths.root}"]
-    for name in (*controlplane.COMPONENTS, AGENT):
+    for name in (*controlplane.COMPONENTS, AGENT, *monitor.NAMES):
         pid = processes.running(paths, name)
         lines.append(f"  {name:24} {'running pid ' + str(pid) if pid else 'stopped'}")
     plan = load_plan(paths)

@@ -3,7 +3,7 @@
 Every component (control plane, fabric, node agent, CLI, tests) finds the cluster through
 these functions, so the layout documented in docs/HELPERS-BRIEF.md lives in one place:
 `$CASCADE_DEV_DIR` (default `~/.local/state/cascade/dev`) holds `pki/`, `etcd/`, `logs/`,
-`kubeconfig`, `cluster.json` and `pods/<uid>/`.
+`kubeconfig`, `cluster.json`, `pods/<uid>/` and `prometheus/` (config, targets, data).
 """
 
 from __future__ import annotations
@@ -74,6 +74,15 @@ class StatePaths:
     @property
     def kubeconfig(self) -> Path:
         return self.root / "kubeconfig"
+
+    @property
+    def prometheus(self) -> Path:
+        return self.root / "prometheus"
+
+    @property
+    def prometheus_targets(self) -> Path:
+        """The file_sd targets file cascade_dev.promsd writes and Prometheus reads."""
+        return self.prometheus / "targets.json"
 
     @property
     def cluster_json(self) -> Path:

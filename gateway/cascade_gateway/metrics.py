@@ -38,6 +38,8 @@ class GatewayMetrics:
     queue_depth: Gauge
     in_flight: Gauge
     backends_ready: Gauge
+    slo_met: Counter  # TTFT within the class's SLO: attainment = its rate / ttft's count rate
+    ttft_slo_s: dict[RequestClass, float] = field(default_factory=dict)
     # Last minute of samples per class, for /v1/load percentiles.
     recent_ttft: dict[RequestClass, RecentWindow] = field(
         default_factory=lambda: {c: RecentWindow() for c in RequestClass}
@@ -50,7 +52,8 @@ class GatewayMetrics:
         # Series exist from the start (at zero), so dashboards and rate() see every class.
         for cls in RequestClass:
             for family in (
-                self.ttft, self.itl, self.queue_wait, self.generated_tokens, self.prompt_tokens
+                self.ttft, self.itl, self.queue_wait, self.generated_tokens, self.prompt_tokens,
+                self.slo_met,
             ):  # fmt: skip
                 family.labels(cls.value)
         for reason in MIGRATION_REASONS:
@@ -70,6 +73,8 @@ class GatewayMetrics:
 
     def observe_ttft(self, cls: RequestClass, now: float, seconds: float) -> None:
         self.ttft.labels(cls.value).observe(seconds)
+        if cls in self.ttft_slo_s and seconds <= self.ttft_slo_s[cls]:
+            self.slo_met.labels(cls.value).inc()
         self.recent_ttft[cls].add(now, seconds)
 
     def observe_wait(self, cls: RequestClass, now: float, seconds: float) -> None:
@@ -155,4 +160,11 @@ def register_metrics(registry: CollectorRegistry, config: GatewayConfig) -> Gate
             "Backends that are ready, not draining and not cooling down.",
             registry=registry,
         ),
+        slo_met=Counter(
+            "cascade_gateway_ttft_slo_met",
+            "Requests whose time to first token met their class's SLO (spec.slo).",
+            cls,
+            registry=registry,
+        ),
+        ttft_slo_s={c: config.ttft_slo_s(c) for c in RequestClass},
     )

@@ -13,6 +13,7 @@ from cascade_operator import hardening
 from cascade_operator.config import OperatorConfig
 from cascade_operator.model_volume import model_volume
 from cascade_operator.observed import START_ANNOTATION, START_STORAGE, MdRef
+from cascade_operator.scrape import scrape_annotations
 from cascade_protocol.peer_auth import token_env
 
 Manifest = dict[str, Any]
@@ -107,6 +108,7 @@ def worker_pod(
     pod["metadata"]["annotations"] = {
         f"{c.GROUP}/instance-index": str(index),
         START_ANNOTATION: start,
+        **scrape_annotations(c.WORKER_PORT),
     }
     container = pod["spec"]["containers"][0]
     container["resources"] = worker_resources(spec, cfg)
@@ -229,7 +231,10 @@ def gateway_deployment(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfi
             "replicas": 1,
             "selector": {"matchLabels": selector_labels(ref.name, c.COMPONENT_GATEWAY)},
             "template": {
-                "metadata": {"labels": pod_labels},
+                "metadata": {
+                    "labels": pod_labels,
+                    "annotations": scrape_annotations(c.GATEWAY_PORT),
+                },
                 "spec": hardening.hardened(pod_spec, hardening.GATEWAY_SCRATCH, api_token=True),
             },
         },

@@ -35,12 +35,14 @@ from cascade_operator.clients.kube import Body, Cluster
 from cascade_operator.clients.workers import WorkerClient
 from cascade_operator.config import OperatorConfig
 from cascade_operator.host_copies import HostCopyDecision, decide_host_copies, host_copy_selector
+from cascade_operator.inference_pool import keep_pool
 from cascade_operator.materialization import (
     JobView,
     MaterializationDecision,
     decide_materialization,
     job_selector,
 )
+from cascade_operator.metrics import OperatorMetrics
 from cascade_operator.network_policies import changed, network_policies, policy_selector
 from cascade_operator.node_loss import LOST_AFTER_S, lost_event, lost_nodes, on_lost_nodes
 from cascade_operator.observed import GatewayView, MdRef, Observed, PodView
@@ -48,6 +50,7 @@ from cascade_operator.peer_secret import peer_secret, token_of
 from cascade_operator.spec import parse_spec
 from cascade_operator.status import PlanState, StatusInput, assemble
 from cascade_operator.weights.driver import PlanDriver
+from cascade_operator.weights.workers import WorkerView
 from cascade_protocol.peer_auth import secret_name
 from cascade_protocol.status import WorkerPhase
 
@@ -62,9 +65,11 @@ class Controller:
         cfg: OperatorConfig,
         workers: WorkerClient | None = None,
         autoscaler: Autoscaler | None = None,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         self.cluster = cluster
         self.cfg = cfg
+        self.metrics = metrics or OperatorMetrics()
         self._locks: defaultdict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
         self._guard = threading.Lock()
         self.plans = PlanDriver(cluster, workers or WorkerClient())
@@ -87,7 +92,13 @@ class Controller:
             body = self.cluster.get_md(namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return
-            self._reconcile(body, autoscale)
+            began, failed = time.monotonic(), True
+            try:
+                self._reconcile(body, autoscale)
+                failed = False
+            finally:
+                seconds = time.monotonic() - began
+                self.metrics.reconciled(MdRef.of(body), seconds, failed=failed)
 
     def autoscale(self, namespace: str, name: str, spec: Body) -> None:
         """The autoscaler's timer: a tick for deployments whose replicas Cascade owns."""
@@ -125,6 +136,8 @@ class Controller:
             if facts.replicas is not None:  # written: this reconcile creates the pods
                 spec = spec.model_copy(update={"replicas": facts.replicas})
             scaling, scale_events = facts.shown, facts.events
+            if facts.recommendation is not None:
+                self.metrics.autoscaled(ref, facts.recommendation)
         obs = Observed(
             ref=ref,
             generation=generation,
@@ -143,15 +156,20 @@ class Controller:
         for manifest in decision.gateway:
             self.cluster.apply(manifest)
         self._network_policies(ref)
+        self._inference_pool(body, pods, workers)
         events = [*scale_events, *decision.events, *copies.events, *profile.events]
         events += [lost_event(lost)] if lost else []
         plans, moving = None, False
         if spec is not None and got is not None:
             outcome = self.plans.tick(ref, generation, spec, got, now)
             events += outcome.events
+            self.metrics.plans_ended(ref, outcome.ended)
             plans = PlanState(outcome.decision.condition, outcome.decision.current_plan)
             moving = outcome.moving
         (self._moving.add if moving or suspect else self._moving.discard)((ns, ref.name))
+        modes = {w.name: w.mode for w in workers if w.mode is not None}
+        startups = {w.name: w.startup for w in workers if w.startup is not None}
+        self.metrics.observed(ref, pods, modes, startups)
         update = assemble(
             StatusInput(
                 previous=previous,
@@ -162,13 +180,13 @@ class Controller:
                 selector=builders.worker_selector(ref.name),
                 endpoint=builders.gateway_endpoint(ref),
                 blocks={w.name: w.blocks_loaded for w in workers if w.phase is not None},
-                modes={w.name: w.mode for w in workers if w.mode is not None},
+                modes=modes,
                 failures={
                     w.name: w.error
                     for w in workers
                     if w.phase is WorkerPhase.FAILED and w.error is not None
                 },
-                startups={w.name: w.startup for w in workers if w.startup is not None},
+                startups=startups,
                 materializations={
                     w.name: w.materialization for w in workers if w.materialization is not None
                 },
@@ -213,6 +231,13 @@ class Controller:
         for manifest in changed(network_policies(ref, self.cfg), found):
             self.cluster.apply(manifest)
 
+    def _inference_pool(self, body: Body, pods: list[PodView], workers: list[WorkerView]) -> None:
+        """Keep the deployment's InferencePool where its CRD is served (inference_pool.py)."""
+        pools = getattr(self.cluster, "pools", None)  # None: the unit tests' in-memory API
+        if pools is not None and pools.served():
+            seen = pools.observe(MdRef.of(body))
+            pools.act(keep_pool(body, pods, {w.name: w.mode for w in workers}, seen))
+
     def _authorize(self, ref: MdRef, pods: list[PodView]) -> None:
         """Keep the deployment's peer-token Secret (made once) and have the worker client
         present the token to its pods (cascade_protocol.peer_auth)."""
@@ -244,6 +269,7 @@ class Controller:
     def cleanup(self, namespace: str, name: str) -> int:
         """Delete what the ModelDeployment owns; returns how many pods remain terminating."""
         with self._lock(namespace, name):
+            self.metrics.forget(namespace, name)
             return self.cluster.delete_owned(namespace, name)
 
 

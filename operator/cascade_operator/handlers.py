@@ -20,9 +20,11 @@ from cascade_api import constants as c
 from cascade_operator.clients.kube import Cluster, load_config
 from cascade_operator.config import AUTOSCALE_SECONDS, OperatorConfig
 from cascade_operator.controller import Controller, owner_of
+from cascade_operator.metrics import OperatorMetrics
 
 MANAGED = {c.LABEL_MANAGED_BY: c.MANAGED_BY}
 _state: dict[str, Controller] = {}
+METRICS = OperatorMetrics()  # the process's series; main serves them on the metrics port
 
 
 def controller() -> Controller:
@@ -33,7 +35,7 @@ def controller() -> Controller:
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     load_config()
     cfg = OperatorConfig.from_env()
-    _state["controller"] = Controller(Cluster(), cfg)
+    _state["controller"] = Controller(Cluster(), cfg, metrics=METRICS)
     settings.persistence.finalizer = c.FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(

@@ -26,6 +26,7 @@ from cascade_operator.config import OperatorConfig
 from cascade_operator.events import EventNote
 from cascade_operator.instances import free_indices
 from cascade_operator.observed import MdRef, PodView
+from cascade_operator.scrape import scrape_annotations
 
 Manifest = dict[str, Any]
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -46,7 +47,10 @@ def host_copy_pod(
     pod = process_pod(
         ref, spec, cfg, host_copy_name(ref.name, index), c.COMPONENT_HOST_COPY, [role]
     )
-    pod["metadata"]["annotations"] = {f"{c.GROUP}/instance-index": str(index)}
+    pod["metadata"]["annotations"] = {
+        f"{c.GROUP}/instance-index": str(index),
+        **scrape_annotations(c.WORKER_PORT),
+    }
     peers = {"labelSelector": {"matchLabels": selector_labels(ref.name, c.COMPONENT_HOST_COPY)}}
     pod["spec"]["affinity"] = {
         "podAntiAffinity": {

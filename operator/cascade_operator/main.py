@@ -7,7 +7,8 @@ import logging
 
 import kopf
 
-from cascade_operator import handlers  # noqa: F401  (registers the handlers)
+from cascade_operator import handlers  # registers the handlers
+from cascade_operator.metrics import serve
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -15,6 +16,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--namespace", "-n", action="append", default=[], help="watch only these")
     parser.add_argument("--all-namespaces", "-A", action="store_true", help="watch all (default)")
     parser.add_argument("--liveness-port", type=int, default=8080, help="0 disables /healthz")
+    parser.add_argument(
+        "--metrics-port", type=int, default=8081, help="Prometheus /metrics; 0 disables"
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.INFO
@@ -23,6 +27,8 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     liveness = f"http://0.0.0.0:{args.liveness_port}/healthz" if args.liveness_port else None
     namespaces = [] if args.all_namespaces else args.namespace
+    if args.metrics_port:
+        serve(handlers.METRICS.registry, args.metrics_port)
     kopf.run(
         standalone=True,
         clusterwide=not namespaces,

@@ -52,6 +52,8 @@ NAMESPACED: set[Grant] = (
     | grants("", ["secrets"], ["get", "create", "delete"])
     # One set of NetworkPolicies per deployment, kept as built (owner references delete them).
     | grants("networking.k8s.io", ["networkpolicies"], ["list", "create", "patch"])
+    # One InferencePool per deployment where its CRD is served, kept like the policies.
+    | grants("inference.networking.k8s.io", ["inferencepools"], ["get", "create", "patch"])
     | grants("", ["events"], ["create"])
 )
 

@@ -136,7 +136,11 @@ def test_render_with_every_optional_value_is_valid(render: Render) -> None:
     assert {"name": "CASCADE_RESYNC_SECONDS", "value": "60"} in container["env"]
     assert "--verbose" in container["args"]
     template = operator_deployment(docs)["spec"]["template"]["metadata"]
-    assert template["annotations"] == {"prometheus.io/scrape": "false"}
+    assert template["annotations"] == {  # the user's value wins over the chart's "true"
+        "prometheus.io/scrape": "false",
+        "prometheus.io/port": "8081",
+        "prometheus.io/path": "/metrics",
+    }
     assert template["labels"]["team"] == "ml"
 
 
@@ -173,7 +177,7 @@ def test_operator_deployment_defaults(render: Render) -> None:
     [container] = pod["spec"]["containers"]
     assert container["image"] == c.OPERATOR_IMAGE
     assert container["imagePullPolicy"] == "IfNotPresent"
-    assert container["args"] == ["--all-namespaces", "--liveness-port=8080"]
+    assert container["args"] == ["--all-namespaces", "--liveness-port=8080", "--metrics-port=8081"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["CASCADE_WORKER_IMAGE"] == c.WORKER_IMAGE
     assert env["CASCADE_GATEWAY_IMAGE"] == c.GATEWAY_IMAGE
@@ -246,7 +250,12 @@ def test_watch_namespaces_become_args(render: Render) -> None:
     container = operator_deployment(render(*NAMESPACED))["spec"]["template"]["spec"]["containers"][
         0
     ]
-    assert container["args"] == ["--namespace=team-a", "--namespace=team-b", "--liveness-port=8080"]
+    assert container["args"] == [
+        "--namespace=team-a",
+        "--namespace=team-b",
+        "--liveness-port=8080",
+        "--metrics-port=8081",
+    ]
 
 
 def test_image_overrides(render: Render) -> None:

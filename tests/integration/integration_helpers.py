@@ -153,15 +153,16 @@ def model_deployment(
 class OperatorProcess:
     """A `cascade-operator` watching one namespace, as a process a test may kill."""
 
-    def __init__(self, dev: DevCluster, namespace: str, log: Path) -> None:
+    def __init__(self, dev: DevCluster, namespace: str, log: Path, metrics_port: int = 0) -> None:
         self.dev, self.namespace, self.log = dev, namespace, log
+        self.metrics_port = metrics_port  # 0: no /metrics (operators of tests share the host)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [str(BIN / "cascade-operator"), "--namespace", self.namespace,
-                 "--liveness-port", "0"],
+                 "--liveness-port", "0", "--metrics-port", str(self.metrics_port)],
                 env={**os.environ, "KUBECONFIG": str(self.dev.kubeconfig)},
                 stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
@@ -183,16 +184,18 @@ class OperatorProcess:
 
 
 @contextmanager
-def namespace_with_operator(dev: DevCluster, prefix: str, log_dir: Path) -> Iterator[Namespace]:
-    """A fresh namespace watched by its own `cascade-operator` process (`ns.operator`);
-    both go at exit."""
+def namespace_with_operator(
+    dev: DevCluster, prefix: str, log_dir: Path, metrics_port: int = 0
+) -> Iterator[Namespace]:
+    """A fresh namespace watched by its own `cascade-operator` process (`ns.operator`,
+    /metrics on the host's `metrics_port` unless 0); both go at exit."""
     ns = Namespace(dev, f"{prefix}-{uuid.uuid4().hex[:6]}")
     dev.kubectl("apply", "--validate=false", "-f", str(ROOT / "crds"))
     dev.kubectl(
         "wait", "--for=condition=Established", "crd/modeldeployments.cascade.dev", "--timeout=60s"
     )
     dev.kubectl("create", "namespace", ns.ns)
-    ns.operator = OperatorProcess(dev, ns.ns, log_dir / "operator.log")
+    ns.operator = OperatorProcess(dev, ns.ns, log_dir / "operator.log", metrics_port)
     ns.operator.start()
     try:
         yield ns
@@ -200,3 +203,41 @@ def namespace_with_operator(dev: DevCluster, prefix: str, log_dir: Path) -> Iter
         ns.kubectl("delete", "md", "--all", "--wait=false", check=False)
         dev.kubectl("delete", "namespace", ns.ns, "--wait=false", check=False)
         ns.operator.stop()
+
+
+@contextmanager
+def helm_release(
+    dev: DevCluster, release: str = "cascade", namespace: str = "cascade-system"
+) -> Iterator[str]:
+    """The chart installed (`helm upgrade --install --wait`) as `release`; uninstalled at
+    exit, once its operator pod is gone. Yields the helm binary (skips without one)."""
+    import pytest
+
+    from cascade_dev.testing import wait_for
+
+    out = subprocess.run(
+        ["bash", str(ROOT / "hack/install-helm.sh")], capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        pytest.skip(f"helm unavailable: {out.stderr.strip()[-300:]}")
+    helm = out.stdout.strip().splitlines()[-1]
+
+    def run(*args: str) -> None:
+        done = subprocess.run(
+            [helm, *args], env=dev.env, capture_output=True, text=True, timeout=400
+        )  # fmt: skip
+        assert done.returncode == 0, f"helm {' '.join(args)} failed: {done.stderr}"
+
+    chart = str(ROOT / "charts/cascade")
+    run("upgrade", "--install", release, chart, "-n", namespace, "--create-namespace",
+        "--wait", "--timeout", "5m")  # fmt: skip
+    try:
+        yield helm
+    finally:
+        run("uninstall", release, "-n", namespace)  # helm 3.6: no --wait for uninstall
+
+        def gone() -> bool:
+            pods = dev.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout
+            return not json.loads(pods)["items"]
+
+        wait_for("the operator pod to go", gone, timeout=60)

@@ -98,12 +98,16 @@ def test_chart_operator_pod_serves_a_model_deployment(
 # Granted, but not reached by this run: (apiGroup, resource, verb) -> why it is needed.
 UNEXERCISED = {
     ("", "pods", "get"): "the gateway's Role grants it (one grants only what one holds)",
-    ("", "pods", "patch"): "role labels and plan annotations (autoscaler, live scaling)",
+    ("", "pods", "patch"): "role, plan and InferencePool-serving labels and annotations",
     ("batch", "jobs", "create"): "spec.materialization's profile Job",
     ("batch", "jobs", "delete"): "a profile Job replaced, or its deployment deleted",
     ("cascade.dev", "scaleplans", "delete"): "a plan superseded mid-flight",
     ("cascade.dev", "modeldeployments/scale", "patch"): "the Cascade autoscaler's writes",
     ("networking.k8s.io", "networkpolicies", "patch"): "a NetworkPolicy changed by hand",
+    # The chart-install run has no Inference Extension CRD (test_inference_pool.py has).
+    ("inference.networking.k8s.io", "inferencepools", "get"): "InferencePool CRD installed",
+    ("inference.networking.k8s.io", "inferencepools", "create"): "InferencePool CRD installed",
+    ("inference.networking.k8s.io", "inferencepools", "patch"): "an InferencePool changed",
     ("", "namespaces", "list"): "kopf, for watchNamespaces globs",
     ("", "namespaces", "watch"): "kopf, for watchNamespaces globs",
 }

@@ -68,7 +68,7 @@ class OperatorProcess:
     def start(self) -> None:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [str(BIN / "cascade-operator"), "--liveness-port", "0"],
+                [str(BIN / "cascade-operator"), "--liveness-port", "0", "--metrics-port", "0"],
                 env=self.env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

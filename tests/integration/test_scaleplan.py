@@ -49,7 +49,15 @@ class Operator:
     def start(self) -> None:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [str(BIN / "cascade-operator"), "--namespace", self.ns, "--liveness-port", "0"],
+                [
+                    str(BIN / "cascade-operator"),
+                    "--namespace",
+                    self.ns,
+                    "--liveness-port",
+                    "0",
+                    "--metrics-port",
+                    "0",
+                ],
                 env={**os.environ, "KUBECONFIG": str(self.dev.kubeconfig)},
                 stdout=out,
                 stderr=subprocess.STDOUT,

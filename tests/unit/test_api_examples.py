@@ -53,6 +53,9 @@ def test_folders_are_numbered_and_documented() -> None:
         "03-pvc-model",
         "04-multicast",
         "05-invalid",
+        "06-hpa",
+        "07-keda",
+        "08-inference-pool",
     ]
     index = (EXAMPLES / "README.md").read_text()
     for folder in folders():

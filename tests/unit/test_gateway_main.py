@@ -140,3 +140,21 @@ def test_load_report_of_an_idle_gateway() -> None:
 def test_unknown_route_is_404_and_get_on_post_route_is_405() -> None:
     answers = request(CONFIG, [("GET", "/v2/nothing", None), ("GET", "/v1/completions", None)])
     assert [a[0] for a in answers] == [404, 405]
+
+
+def test_slo_attainment_counts_only_first_tokens_within_the_class_slo() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from cascade_gateway.metrics import register_metrics
+    from cascade_protocol.generate import RequestClass
+
+    registry = CollectorRegistry()
+    config = replace(CONFIG, interactive_ttft_slo_ms=500, batch_ttft_slo_ms=60_000)
+    metrics = register_metrics(registry, config)
+    for seconds in (0.1, 0.5, 0.6, 3.0):
+        metrics.observe_ttft(RequestClass.INTERACTIVE, 0.0, seconds)
+    metrics.observe_ttft(RequestClass.BATCH, 0.0, 30.0)
+    text = generate_latest(registry).decode()
+    assert 'cascade_gateway_ttft_slo_met_total{class="interactive"} 2.0' in text
+    assert 'cascade_gateway_ttft_slo_met_total{class="batch"} 1.0' in text
+    assert 'cascade_gateway_time_to_first_token_seconds_count{class="interactive"} 4.0' in text

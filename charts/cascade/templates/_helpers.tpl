@@ -107,6 +107,12 @@ empty, else per watched namespace (Role). No wildcards: every verb is listed.
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
   verbs: ["list", "create", "patch"]
+# Where the Gateway API Inference Extension is installed: one InferencePool per
+# deployment, read each reconcile, made once, its spec put back when changed (owner
+# references delete it). Its members carry a pod label (pods patch, above).
+- apiGroups: ["inference.networking.k8s.io"]
+  resources: ["inferencepools"]
+  verbs: ["get", "create", "patch"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]

@@ -27,6 +27,7 @@ class AutoscaleFacts:
     shown: ScalingShown
     events: list[EventNote] = field(default_factory=list)
     replicas: int | None = None  # spec.replicas written this tick
+    recommendation: Recommendation | None = None  # this tick's (None: not a Cascade tick)
 
 
 def external(generation: int) -> AutoscaleFacts:
@@ -80,4 +81,4 @@ def facts(
         cond(SCALING_ACTIVE, rec.scaling_active),
         cond(SCALING_LIMITED, rec.scaling_limited),
     ]
-    return AutoscaleFacts(ScalingShown(status, conditions), events, written)
+    return AutoscaleFacts(ScalingShown(status, conditions), events, written, rec)

@@ -63,7 +63,8 @@ class Autoscaler:
         memory = self._memory.get((ref.namespace, ref.name))
         if memory is None or memory.facts is None:
             return report.waiting()
-        return replace(memory.facts, events=[], replicas=None)  # told once, at the tick
+        # told and counted once, at the tick
+        return replace(memory.facts, events=[], replicas=None, recommendation=None)
 
     def tick(
         self, ref: MdRef, spec: ModelDeploymentSpec, pods: Sequence[PodView], generation: int

@@ -24,6 +24,7 @@ from cascade_operator.clients.kube_errors import (
     refusals_as_api_error,
     success_on,
 )
+from cascade_operator.clients.kube_pools import InferencePools
 from cascade_operator.events import EventNote
 from cascade_protocol.peer_auth import secret_name
 
@@ -50,6 +51,7 @@ class Cluster:
         self.rbac = client.RbacAuthorizationV1Api(api)
         self.batch = client.BatchV1Api(api)
         self.networking = client.NetworkingV1Api(api)
+        self.pools = InferencePools(api)  # the Inference Extension's pools, where served
 
     def _dict(self, obj: Any) -> Body:
         result: Body = self._api.sanitize_for_serialization(obj)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from cascade_api.modeldeployment import ModelDeploymentSpec
@@ -26,6 +26,7 @@ from cascade_operator.clients.kube import ApiError, Cluster
 from cascade_operator.clients.workers import WorkerClient
 from cascade_operator.events import EventNote
 from cascade_operator.observed import START_AWAIT, MdRef, PodView
+from cascade_operator.weights.ended import PlanEnd, plan_ends
 from cascade_operator.weights.lifecycle import (
     PlanDecision,
     PlansInput,
@@ -56,6 +57,7 @@ class Outcome:
     decision: PlanDecision
     events: list[EventNote]
     moving: bool  # poll again soon
+    ended: list[PlanEnd] = field(default_factory=list)  # plans this tick took to a final phase
 
 
 class PlanDriver:
@@ -127,7 +129,7 @@ class PlanDriver:
         if d.load and storage_start_pending(got.pods, got.workers, now):
             d.load = []  # the first instance loads from storage at start already
         undelivered = self._create_and_dispatch(ns, d)
-        self._write_statuses(ns, d, undelivered, now)
+        unwritten = undelivered | self._write_statuses(ns, d, undelivered, now)
         self._serve_and_load(d, got.pods)
         for name in d.delete:
             self.cluster.delete_scaleplan(ns, name)
@@ -140,7 +142,7 @@ class PlanDriver:
             for e in d.events
             if not (e.reason == "ScalePlanDispatched" and e.message.split(":")[0] in undelivered)
         ]
-        return Outcome(d, told, moving)
+        return Outcome(d, told, moving, plan_ends(got.plans, d.patches, unwritten))
 
     def _create_and_dispatch(self, ns: str, d: PlanDecision) -> set[str]:
         """Create new plans and send transfer orders; the plans not fully delivered.
@@ -172,7 +174,9 @@ class PlanDriver:
 
     def _write_statuses(
         self, ns: str, d: PlanDecision, undelivered: set[str], now: datetime
-    ) -> None:
+    ) -> set[str]:
+        """Write the plans' statuses; the names whose write failed."""
+        failed: set[str] = set()
         for patch in d.patches:
             if patch.plan in undelivered:
                 continue
@@ -180,8 +184,10 @@ class PlanDriver:
                 self.cluster.patch_scaleplan_status(ns, patch.plan, patch.status)
             except ApiError as err:
                 log.error("%s/%s: status write failed: %s", ns, patch.plan, err.message)
+                failed.add(patch.plan)
                 continue
             self._last_patch[(ns, patch.plan)] = now
+        return failed
 
     def _serve_and_load(self, d: PlanDecision, pods: Sequence[PodView]) -> None:
         awaiting = {p.name: p.uid for p in pods if p.start == START_AWAIT}

@@ -1,0 +1,171 @@
+"""`cascade top` in a real terminal (tmux) while a deployment scales 1 -> 3.
+
+On the local cluster: `cascade top -n NS` runs in a detached 160x40 tmux session; a
+ModelDeployment with one instance is applied and scaled to three with the transfer
+paced (3 Mbit/s per sender: its plan runs ~20 s). The screen, read with `tmux
+capture-pane` every half second, shows the deployment with its gateway answering, then
+the scale-up as it happens (a plan in flight with progress bars, or the ready count
+climbing), then three ready instances and the finished plan with its measured seconds;
+`q` ends the process with status 0. Every distinct frame is printed (`pytest -s`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from integration_helpers import BIN, Namespace, model_deployment, namespace_with_operator
+
+from cascade_dev.testing import DevCluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+MD = "topview"
+WIDTH, HEIGHT = 160, 40
+
+
+class Tmux:
+    """One detached session on a server (socket) of the test's own."""
+
+    def __init__(self) -> None:
+        self.socket = f"cascade-top-{uuid.uuid4().hex[:6]}"
+
+    def tmux(self, *args: str) -> str:
+        cmd = ["tmux", "-L", self.socket, "-f", "/dev/null", "-u", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=10).stdout
+
+    def start(self, command: str) -> None:
+        self.tmux("new-session", "-d", "-s", "top", "-x", str(WIDTH), "-y", str(HEIGHT), command)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "top")
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, check=False)
+
+
+class Screen:
+    """Reads the pane until a condition holds, keeping every distinct frame it saw."""
+
+    def __init__(self, tmux: Tmux) -> None:
+        self.tmux, self.began = tmux, time.monotonic()
+        self.frames: list[tuple[float, str]] = []
+
+    def read(self) -> str:
+        text = self.tmux.screen().rstrip()
+        body = text.split("\n", 1)[-1]  # the header's clock changes every frame
+        if not self.frames or self.frames[-1][1].split("\n", 1)[-1] != body:
+            self.frames.append((time.monotonic() - self.began, text))
+        return text
+
+    def wait(self, what: str, check: Callable[[str], bool], timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.read()
+            if check(text):
+                return text
+            time.sleep(0.5)
+        self.print()
+        raise AssertionError(f"timed out after {timeout:.0f}s waiting for the screen: {what}")
+
+    def print(self) -> None:
+        for at, text in self.frames:
+            print(f"\n----- t={at:5.1f}s {'-' * (WIDTH - 16)}\n{text}")
+
+
+def row(replicas: int | str, ready: int | str, loading: int | str) -> Callable[[str], bool]:
+    """The deployment's row reads SPEC READY LOADING as given (numbers or patterns)."""
+    pattern = re.compile(rf"^{MD}\s+{replicas}\s+{ready}\s+{loading}\s", re.MULTILINE)
+    return lambda text: bool(pattern.search(text))
+
+
+def progress_bar(text: str) -> bool:
+    """A target's bar under SCALEPLANS IN FLIGHT."""
+    _, _, plans = text.partition("SCALEPLANS IN FLIGHT")
+    return bool(re.search(r"^  \S+\s+\[[█░]{20}\]", plans.split("RECENT")[0], re.MULTILINE))
+
+
+def complete(url: str) -> bool:
+    """One completion through the gateway (an interactive request: TTFT to show)."""
+    body = {"model": MD, "prompt": "Hello", "max_tokens": 3}
+    req = urllib.request.Request(
+        f"{url}/v1/completions", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return resp.status == 200 and bool(json.loads(resp.read())["choices"])
+
+
+@pytest.fixture
+def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
+    if dev_cluster.nodes < 3:
+        pytest.skip(f"needs 3 nodes (one instance each), has {dev_cluster.nodes}")
+    if shutil.which("tmux") is None:
+        pytest.skip("needs tmux (hack/setup.sh installs it)")
+    with namespace_with_operator(dev_cluster, "cascade-top", tmp_path) as ns:
+        yield ns
+
+
+def test_top_shows_a_scale_up_as_it_happens_and_quits_on_q(
+    cluster: Namespace, dev_cluster: DevCluster
+) -> None:
+    ns = cluster
+    md = model_deployment(MD, 1, multicast={"rateMbit": 3})
+    ns.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
+    top = " ".join(
+        shlex.quote(x)
+        # A stale 80x24 export (as a test runner leaves) must not pin the view: the gateway
+        # line, ~130 columns, is looked for below.
+        for x in ("env", f"KUBECONFIG={dev_cluster.kubeconfig}", "COLUMNS=80", "LINES=24",
+                  str(BIN / "cascade"), "top", "-n", ns.ns, "--interval", "0.5")
+    )  # fmt: skip
+    tmux = Tmux()
+    screen = Screen(tmux)
+    tmux.start(f"{top}; echo EXITED rc=$?; sleep 600")
+    try:
+        screen.wait("the header", lambda t: t.startswith(f"cascade top   namespace {ns.ns}"), 60)
+        screen.wait("one instance ready", row(1, 1, 0), 240)
+        screen.wait("the gateway's queues", lambda t: "backends 1/1 ready" in t, 120)
+        assert complete(dev_cluster.url(f"{ns.ns}/{MD}-gateway"))
+        ttft = re.compile(r"interactive queue 0 running 0 ttft p50/p90 [\d.]+m?s/[\d.]+m?s")
+        screen.wait("the request's time to first token", lambda t: bool(ttft.search(t)), 30)
+        ns.kubectl("scale", "md", MD, "--replicas=3")
+        seen_bar = seen_climb = False
+
+        def three_ready(text: str) -> bool:
+            nonlocal seen_bar, seen_climb
+            seen_bar = seen_bar or progress_bar(text)
+            seen_climb = seen_climb or row(3, "[12]", r"\d+")(text)
+            return row(3, 3, 0)(text)
+
+        screen.wait("three instances ready", three_ready, 300)
+        final = screen.wait(
+            "the finished plan",
+            lambda t: (
+                re.search(r"^RECENT SCALEPLANS\n\S+ \(topview\)  Completed", t, re.M) is not None
+            ),
+            120,
+        )
+        assert seen_bar or seen_climb, "no frame showed the scale-up under way"
+        assert "mixed 3/3" in final and "local 3" in final
+        tmux.tmux("resize-window", "-t", "top", "-x", "60", "-y", "8")
+        small = screen.wait("the frame redrawn for 60x8", lambda t: "more lines" in t, 15)
+        assert all(len(line) <= 60 for line in small.splitlines()), small
+        tmux.tmux("send-keys", "-t", "top", "q")
+        screen.wait("the process gone", lambda t: "EXITED rc=0" in t, 15)
+        screen.print()
+        print(
+            f"\nplan in flight with progress bars seen: {seen_bar}; ready 1 -> 3 seen: {seen_climb}"
+        )
+    finally:
+        tmux.close()
