@@ -37,7 +37,7 @@ class ClassView:
     queued: int = 0
     in_flight: int = 0
     ttft_p50_s: float | None = None
-    ttft_p90_s: float | None = None
+    ttft_p99_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ def gateway_view(reports: Sequence[GatewayLoad | str]) -> GatewayView:
                 queued=was.queued + cl.queued,
                 in_flight=was.in_flight + cl.in_flight,
                 ttft_p50_s=_worst(was.ttft_p50_s, cl.ttft_p50_s),
-                ttft_p90_s=_worst(was.ttft_p90_s, cl.ttft_p90_s),
+                ttft_p99_s=_worst(was.ttft_p99_s, cl.ttft_p99_s),
             )
     return GatewayView(
         classes=classes,

@@ -104,8 +104,8 @@ def _gateway(g: GatewayView) -> str:
 
 
 def _class(name: str, c: ClassView) -> str:
-    ttft = f"{_dur(c.ttft_p50_s)}/{_dur(c.ttft_p90_s)}"
-    return f"{name} queue {c.queued} running {c.in_flight} ttft p50/p90 {ttft}"
+    ttft = f"{_dur(c.ttft_p50_s)}/{_dur(c.ttft_p99_s)}"
+    return f"{name} queue {c.queued} running {c.in_flight} ttft p50/p99 {ttft}"
 
 
 def _in_flight(snap: Snapshot) -> list[str]:

@@ -3,7 +3,7 @@
 The report's shape is :class:`cascade_protocol.gateway_load.GatewayLoad`, shared with
 the operator. Chiron-style global control needs, per request class, how much is waiting
 and how fast it is being served: queue depth and in-flight counts (now), time to first
-token and queue wait over the last minute (p50/p90 as seen by clients, queueing
+token and queue wait over the last minute (p50/p90, and p99 of TTFT, as seen by clients, queueing
 included), and the backends' readiness and throughput. Prometheus has the same series
 as histograms; this endpoint gives the operator one cheap JSON read without a
 Prometheus server. ``RecentWindow`` and ``percentile`` are pure (time is passed in);
@@ -57,6 +57,7 @@ def class_load(
         queue_limit=limit,
         ttft_p50_s=percentile(ttft, 50),
         ttft_p90_s=percentile(ttft, 90),
+        ttft_p99_s=percentile(ttft, 99),
         queue_wait_p50_s=percentile(waits, 50),
         queue_wait_p90_s=percentile(waits, 90),
     )

@@ -233,8 +233,8 @@ class Controller:
 
     def _inference_pool(self, body: Body, pods: list[PodView], workers: list[WorkerView]) -> None:
         """Keep the deployment's InferencePool where its CRD is served (inference_pool.py)."""
-        pools = getattr(self.cluster, "pools", None)  # None: the unit tests' in-memory API
-        if pools is not None and pools.served():
+        pools = self.cluster.pools
+        if pools.served():
             seen = pools.observe(MdRef.of(body))
             pools.act(keep_pool(body, pods, {w.name: w.mode for w in workers}, seen))
 

@@ -26,6 +26,7 @@ class ClassLoad(Message):
     queue_limit: int  # more waiting than this are refused with 429
     ttft_p50_s: float | None = None  # time to first token, arrival to first token
     ttft_p90_s: float | None = None
+    ttft_p99_s: float | None = None  # the tail an SLO is written against
     queue_wait_p50_s: float | None = None  # arrival to dispatch
     queue_wait_p90_s: float | None = None
 

@@ -9,7 +9,6 @@ documented few this run does not reach (RBAC trimmed to what is used)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from integration_helpers import helm_release
 
 from cascade_dev.testing import DevCluster, wait_for
 
@@ -28,39 +28,9 @@ RELEASE, NAMESPACE, APP_NS = "cascade", "cascade-system", "chart-it"
 
 @pytest.fixture(scope="module")
 def release(dev_cluster: DevCluster) -> Iterator[str]:
-    out = subprocess.run(
-        ["bash", str(ROOT / "hack/install-helm.sh")], capture_output=True, text=True, check=False
-    )
-    if out.returncode != 0:
-        pytest.skip(f"helm unavailable: {out.stderr.strip()[-300:]}")
-    helm = out.stdout.strip().splitlines()[-1]
-
-    def run(*args: str) -> None:
-        out = subprocess.run(
-            [helm, *args], env=dev_cluster.env, capture_output=True, text=True, timeout=400
-        )
-        assert out.returncode == 0, f"helm {' '.join(args)} failed: {out.stderr}"
-
-    run(
-        "upgrade",
-        "--install",
-        RELEASE,
-        str(ROOT / "charts/cascade"),
-        "-n",
-        NAMESPACE,
-        "--create-namespace",
-        "--wait",
-        "--timeout",
-        "5m",
-    )
-    yield helm
-    dev_cluster.kubectl("delete", "namespace", APP_NS, "--wait=false", check=False)
-    run("uninstall", RELEASE, "-n", NAMESPACE)  # helm 3.6: no --wait for uninstall
-    wait_for(
-        "the operator pod to go",
-        lambda: not get(dev_cluster, "pods", "-n", NAMESPACE)["items"],
-        timeout=60,
-    )
+    with helm_release(dev_cluster, RELEASE, NAMESPACE) as helm:
+        yield helm
+        dev_cluster.kubectl("delete", "namespace", APP_NS, "--wait=false", check=False)
 
 
 def get(cluster: DevCluster, *args: str) -> Any:

@@ -91,6 +91,13 @@ def trace(path: Path, requests: int = 80, seconds: float = 20.0) -> Path:
     return path
 
 
+SHOWN_LABELS = ("role", "mode", "reason", "class", "code", "outcome", "estimate", "stage", "pod")
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else -math.inf
+
+
 def query(prometheus: str, expr: str) -> list[dict[str, Any]]:
     url = f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
     with urllib.request.urlopen(url, timeout=10) as resp:
@@ -145,8 +152,10 @@ def test_every_dashboard_panel_has_data_after_a_replay(
     assert not missing, "panels without data:\n" + "\n".join(missing)
     for panel in panels:
         for expr in panel.exprs:
-            first = query(prometheus, expr)[0]
-            print(f"{panel.title:<48} {first['metric']} = {first['value'][1]}")
+            rows = query(prometheus, expr)
+            shown = max(rows, key=lambda r: _finite(float(r["value"][1])))  # the largest
+            labels = {k: v for k, v in shown["metric"].items() if k in SHOWN_LABELS}
+            print(f"{panel.title:<50} {labels} = {shown['value'][1]} ({len(rows)} series)")
     # The scale-up shows: a plan counted, its times and the new instance's start-up.
     plans = query(
         prometheus, next(p for p in panels if p.title.startswith("Scale plans by")).exprs[0]

@@ -137,7 +137,7 @@ def test_top_shows_a_scale_up_as_it_happens_and_quits_on_q(
         screen.wait("one instance ready", row(1, 1, 0), 240)
         screen.wait("the gateway's queues", lambda t: "backends 1/1 ready" in t, 120)
         assert complete(dev_cluster.url(f"{ns.ns}/{MD}-gateway"))
-        ttft = re.compile(r"interactive queue 0 running 0 ttft p50/p90 [\d.]+m?s/[\d.]+m?s")
+        ttft = re.compile(r"interactive queue 0 running 0 ttft p50/p99 [\d.]+m?s/[\d.]+m?s")
         screen.wait("the request's time to first token", lambda t: bool(ttft.search(t)), 30)
         ns.kubectl("scale", "md", MD, "--replicas=3")
         seen_bar = seen_climb = False

@@ -120,6 +120,13 @@ def merge_patch(target: Body, patch: Body) -> Body:
     return out
 
 
+class NoInferencePools:
+    """A cluster without the Gateway API Inference Extension (clients.kube_pools)."""
+
+    def served(self) -> bool:
+        return False
+
+
 class FakeCluster:
     """The API server as the controller uses it (clients.kube.Cluster's methods), in
     memory: objects by (kind, namespace, name); a status patch is a JSON merge patch."""
@@ -132,6 +139,7 @@ class FakeCluster:
         self.status_writes = 0
         self.scale_writes: list[int] = []
         self._uids = itertools.count(1)
+        self.pools = NoInferencePools()
 
     def add(self, kind: str, body: Body) -> Body:
         meta = body.setdefault("metadata", {})

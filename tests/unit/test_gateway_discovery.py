@@ -137,3 +137,4 @@ def test_recent_window_forgets_old_samples() -> None:
     load = class_load(2, 1, 8, [0.1, 0.2, 0.3], [])
     assert (load.queued, load.in_flight, load.queue_limit) == (2, 1, 8)
     assert (load.ttft_p50_s, load.ttft_p90_s, load.queue_wait_p50_s) == (0.2, 0.3, None)
+    assert load.ttft_p99_s == 0.3

@@ -130,6 +130,7 @@ def test_load_report_of_an_idle_gateway() -> None:
         "queue_limit": 5,
         "ttft_p50_s": None,
         "ttft_p90_s": None,
+        "ttft_p99_s": None,
         "queue_wait_p50_s": None,
         "queue_wait_p90_s": None,
     }

@@ -38,9 +38,9 @@ def pod(
     return {"metadata": meta, "status": {"phase": "Running", "podIP": ip, "conditions": cond}}
 
 
-def load(queued: int, in_flight: int, p50: float | None, p90: float | None) -> GatewayLoad:
+def load(queued: int, in_flight: int, p50: float | None, p99: float | None) -> GatewayLoad:
     cl = ClassLoad(
-        queued=queued, in_flight=in_flight, queue_limit=100, ttft_p50_s=p50, ttft_p90_s=p90
+        queued=queued, in_flight=in_flight, queue_limit=100, ttft_p50_s=p50, ttft_p99_s=p99
     )
     return GatewayLoad(
         model="m", deployment="llama", draining=False, backends_total=3, backends_ready=2,
@@ -98,7 +98,7 @@ def test_gateway_pods_add_up_queues_and_take_the_worst_latency() -> None:
     assert not g.error
     inter = g.classes["interactive"]
     assert (inter.queued, inter.in_flight) == (5, 5)
-    assert (inter.ttft_p50_s, inter.ttft_p90_s) == (0.020, 0.050)
+    assert (inter.ttft_p50_s, inter.ttft_p99_s) == (0.020, 0.050)
     assert (g.backends_ready, g.backends_total) == (2, 3)
     assert gateway_view(["gateway x: unreachable (timed out)"]).error.endswith("(timed out)")
 

@@ -32,7 +32,7 @@ def target(pod: str, got: int, complete: bool = False) -> TargetView:
 def snapshot(scope: str = "demo", error: str = "") -> Snapshot:
     gateway = GatewayView(
         classes={
-            "interactive": ClassView(queued=2, in_flight=5, ttft_p50_s=0.012, ttft_p90_s=1.5),
+            "interactive": ClassView(queued=2, in_flight=5, ttft_p50_s=0.012, ttft_p99_s=1.5),
             "batch": ClassView(queued=7, in_flight=1),
         },
         backends_ready=1,
@@ -64,7 +64,7 @@ NAME   SPEC  READY  LOADING  ROLES ready/pods  MODES               AUTOSCALER
 cold      0      0        0  -                 -                   -
   gateway: no gateway pod
 llama     3      1        2  mixed 1/3         loading 2  local 1  external (kubectl scale, HPA, KEDA)
-  gateway: interactive queue 2 running 5 ttft p50/p90 12ms/1.50s  |  batch queue 7 running 1 ttft p50/p90 -/-  |  backends 1/3 ready
+  gateway: interactive queue 2 running 5 ttft p50/p99 12ms/1.50s  |  batch queue 7 running 1 ttft p50/p99 -/-  |  backends 1/3 ready
 
 SCALEPLANS IN FLIGHT (1)
 llama-g2-abc (llama)  Running  chain  targets 1/2  elapsed 3.25s  predicted 20.0s
