@@ -30,6 +30,7 @@ from cascade_api.scaleplan import (
     ScalePlanStatus,
     TargetProgress,
 )
+from cascade_cli.units import seconds, size
 
 ARROW = " ─▶ "
 BAR = 20  # progress bar width in cells
@@ -109,19 +110,19 @@ def _header(name: str, spec: ScalePlanSpec, status: ScalePlanStatus, now: dateti
     out = [
         f"ScalePlan {name}   deployment {spec.deployment}   model {spec.model_digest[:24]}",
         f"phase {phase}   strategy {spec.strategy}   targets complete {progress}   "
-        f"blocks {len(spec.blocks)} ({_size(sum(b.bytes for b in spec.blocks))})   "
-        f"moved {_size(status.bytes_moved)}",
+        f"blocks {len(spec.blocks)} ({size(sum(b.bytes for b in spec.blocks))})   "
+        f"moved {size(status.bytes_moved)}",
     ]
     if status.start_time is None:
         elapsed = "not started"
     else:
         end = status.completion_time or now
-        elapsed = f"{_secs((end - status.start_time).total_seconds())}"
+        elapsed = f"{seconds((end - status.start_time).total_seconds())}"
     predicted = spec.predicted_completion_seconds
     measured = status.measured_completion_seconds
     line = f"elapsed {elapsed} (dispatch to last write)   transfer: predicted "
-    line += f"{_secs(predicted) if predicted is not None else '-'}   measured "
-    line += f"{_secs(measured) if measured is not None else '-'}"
+    line += f"{seconds(predicted) if predicted is not None else '-'}   measured "
+    line += f"{seconds(measured) if measured is not None else '-'}"
     if predicted and measured is not None:
         line += f" ({measured / predicted:.2f}x)"
     out = [*out, line]
@@ -192,11 +193,11 @@ def _targets(spec: ScalePlanSpec, status: ScalePlanStatus) -> list[str]:
         filled = round(BAR * n / total) if total else 0
         bar = "[" + "█" * filled + "░" * (BAR - filled) + "]"
         state = "✓" if t.complete else f"{100 * n // total if total else 0}%"
-        pred = _secs(predicted[pod]) if pod in predicted else "-"
-        done = _secs(t.transfer_seconds) if t.transfer_seconds is not None else "-"
+        pred = seconds(predicted[pod]) if pod in predicted else "-"
+        done = seconds(t.transfer_seconds) if t.transfer_seconds is not None else "-"
         if done == "-" and t.complete and t.first_complete_time and status.start_time:
             seen = (t.first_complete_time - status.start_time).total_seconds()
-            done = f"seen at {_secs(seen)}"  # no worker measurement (an older worker)
+            done = f"seen at {seconds(seen)}"  # no worker measurement (an older worker)
         count = f"{n}/{total}"
         out.append(f"  {pod:<{width}}  {bar}  {count:>7} {state:>4}  {pred:>9}  {done}")
     return out
@@ -209,7 +210,7 @@ def _pipelines(spec: ScalePlanSpec, status: ScalePlanStatus) -> list[str]:
     for i, p in enumerate(spec.execution_pipelines):
         stages = " | ".join(f"{s.pod} L{s.layer_start}-{s.layer_end - 1}" for s in p.stages)
         at = p.ready_seconds
-        ready = f"   predicted ready at {_secs(at)}" if at is not None else ""
+        ready = f"   predicted ready at {seconds(at)}" if at is not None else ""
         out.append(f"  [{stages}]{ready}")
         if i < len(status.pipelines):
             out.append(f"    {_pipeline_state(status.pipelines[i])}")
@@ -219,13 +220,13 @@ def _pipelines(spec: ScalePlanSpec, status: ScalePlanStatus) -> list[str]:
 def _pipeline_state(p: PipelineStatus) -> str:
     """'Serving: covered at 2.91s, serving at 3.02s (delay 0.11s)' and the like."""
     times = [
-        f"{what} at {_secs(at)}"
+        f"{what} at {seconds(at)}"
         for what, at in (("covered", p.covered_seconds), ("serving", p.serving_seconds))
         if at is not None
     ]
     text = f"{p.state}" + (": " + ", ".join(times) if times else "")
     if p.serving_delay_seconds is not None:
-        text += f" (delay {_secs(p.serving_delay_seconds)})"
+        text += f" (delay {seconds(p.serving_delay_seconds)})"
     elif not times and p.state == PipelineState.DISSOLVED:
         text += " (never seen serving)"
     return text
@@ -240,18 +241,3 @@ def _ranges(blocks: list[int]) -> str:
         else:
             runs.append([b])
     return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
-
-
-def _secs(value: float) -> str:
-    return f"{value:.{2 if value < 10 else 1 if value < 100 else 0}f}s"
-
-
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.1f} {unit}"

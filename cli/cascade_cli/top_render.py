@@ -21,6 +21,7 @@ from cascade_cli.top_model import (
     Snapshot,
     TargetView,
 )
+from cascade_cli.units import seconds, size
 
 BAR = 20  # progress bar cells
 RECENT = 5  # finished plans listed at most
@@ -133,11 +134,11 @@ def _target(t: TargetView, width: int) -> str:
     frac = t.fraction
     filled = min(BAR, int(BAR * frac + 1e-9))
     bar = "[" + "█" * filled + "░" * (BAR - filled) + "]"
-    size = f"{_size(t.bytes_received)}/{_size(t.bytes_total)}" if t.bytes_total else "-"
+    moved = f"{size(t.bytes_received)}/{size(t.bytes_total)}" if t.bytes_total else "-"
     blocks = f"{t.blocks_total if t.complete else t.blocks_received}/{t.blocks_total}"
     return (
         f"{t.pod:<{width}}  {bar} {'done' if t.complete else f'{int(100 * frac)}%':>4}"
-        f"  {size:>17}  blocks {blocks:>7}"
+        f"  {moved:>17}  blocks {blocks:>7}"
         f"  predicted {_secs(t.predicted_s):>6}  measured {_secs(t.measured_s)}"
     )
 
@@ -188,17 +189,4 @@ def _dur(value: float | None) -> str:
 
 
 def _secs(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.{2 if value < 10 else 1 if value < 100 else 0}f}s"
-
-
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.1f} {unit}"
+    return "-" if value is None else seconds(value)

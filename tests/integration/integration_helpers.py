@@ -241,3 +241,17 @@ def helm_release(
             return not json.loads(pods)["items"]
 
         wait_for("the operator pod to go", gone, timeout=60)
+
+
+def complete(url: str, model: str, max_tokens: int = 3, timeout: float = 30) -> bool:
+    """One completion through a gateway at `url`: True when it answered with a choice."""
+    body = {"model": model, "prompt": "Hello", "max_tokens": max_tokens}
+    req = urllib.request.Request(
+        f"{url}/v1/completions", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status == 200 and bool(json.loads(resp.read())["choices"])
+    except OSError:
+        return False

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from integration_helpers import Namespace, model_deployment, namespace_with_operator
+from integration_helpers import Namespace, complete, model_deployment, namespace_with_operator
 
 from cascade_dev.testing import DevCluster, wait_for
 
@@ -40,19 +39,6 @@ def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
         yield ns
 
 
-def complete(url: str) -> bool:
-    body = {"model": MD, "prompt": "Hello", "max_tokens": 3}
-    req = urllib.request.Request(
-        f"{url}/v1/completions", data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )  # fmt: skip
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status == 200 and bool(json.loads(resp.read())["choices"])
-    except OSError:
-        return False
-
-
 def plans(ns: Namespace) -> list[dict[str, Any]]:
     return list(json.loads(ns.kubectl("get", "scaleplans", "-o", "json"))["items"])
 
@@ -70,7 +56,7 @@ def test_serving_goes_on_through_an_api_outage_and_the_plan_completes_once(
     ns.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
     wait_for("1 instance Ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)
     gateway = dev_cluster.url(f"{ns.ns}/{MD}-gateway")
-    wait_for("the gateway serves", lambda: complete(gateway), timeout=120)
+    wait_for("the gateway serves", lambda: complete(gateway, MD), timeout=120)
     ns.kubectl("scale", "md", MD, "--replicas=3")
     wait_for(
         "a ScalePlan running",
@@ -81,7 +67,7 @@ def test_serving_goes_on_through_an_api_outage_and_the_plan_completes_once(
     began, served, failed = time.monotonic(), 0, 0
     try:
         while time.monotonic() - began < OUTAGE_S:
-            if complete(gateway):
+            if complete(gateway, MD):
                 served += 1
             else:
                 failed += 1
@@ -105,4 +91,4 @@ def test_serving_goes_on_through_an_api_outage_and_the_plan_completes_once(
     assert sorted(indices) == ["0", "1", "2"]
     targets = [t for p in plans(ns) for t in p["spec"]["targets"]]
     assert len(targets) == len(set(targets)), targets  # no target planned twice
-    assert complete(gateway)
+    assert complete(gateway, MD)

@@ -9,7 +9,6 @@ closed set, one value at 1), instances by role, mode and phase, start-up stages.
 
 from __future__ import annotations
 
-import json
 import socket
 import urllib.request
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from integration_helpers import Namespace, model_deployment, namespace_with_operator
+from integration_helpers import Namespace, complete, model_deployment, namespace_with_operator
 from prometheus_client.parser import text_string_to_metric_families
 
 from cascade_autoscaler.cause import Cause
@@ -67,19 +66,6 @@ def samples(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
     return out
 
 
-def complete(url: str) -> bool:
-    body = {"model": MD, "prompt": "Hello", "max_tokens": 4}
-    req = urllib.request.Request(
-        f"{url}/v1/completions", data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )  # fmt: skip
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
 def test_the_operator_exports_every_documented_series(
     cluster: tuple[Namespace, int], dev_cluster: DevCluster
 ) -> None:
@@ -88,9 +74,9 @@ def test_the_operator_exports_every_documented_series(
     ns.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
     wait_for("2 instances Ready", lambda: len(ns.ready_pods(MD)) == 2, timeout=300)
     gateway = dev_cluster.url(f"{ns.ns}/{MD}-gateway")
-    wait_for("the gateway serves", lambda: complete(gateway), timeout=120)
+    wait_for("the gateway serves", lambda: complete(gateway, MD), timeout=120)
     for _ in range(5):
-        complete(gateway)
+        complete(gateway, MD)
 
     def exported() -> bool:
         got = samples(port)

@@ -11,20 +11,18 @@ climbing), then three ready instances and the finished plan with its measured se
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import shutil
 import subprocess
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from integration_helpers import BIN, Namespace, model_deployment, namespace_with_operator
+from integration_helpers import BIN, Namespace, complete, model_deployment, namespace_with_operator
 
 from cascade_dev.testing import DevCluster
 
@@ -95,17 +93,6 @@ def progress_bar(text: str) -> bool:
     return bool(re.search(r"^  \S+\s+\[[█░]{20}\]", plans.split("RECENT")[0], re.MULTILINE))
 
 
-def complete(url: str) -> bool:
-    """One completion through the gateway (an interactive request: TTFT to show)."""
-    body = {"model": MD, "prompt": "Hello", "max_tokens": 3}
-    req = urllib.request.Request(
-        f"{url}/v1/completions", data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )  # fmt: skip
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        return resp.status == 200 and bool(json.loads(resp.read())["choices"])
-
-
 @pytest.fixture
 def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
     if dev_cluster.nodes < 3:
@@ -136,7 +123,7 @@ def test_top_shows_a_scale_up_as_it_happens_and_quits_on_q(
         screen.wait("the header", lambda t: t.startswith(f"cascade top   namespace {ns.ns}"), 60)
         screen.wait("one instance ready", row(1, 1, 0), 240)
         screen.wait("the gateway's queues", lambda t: "backends 1/1 ready" in t, 120)
-        assert complete(dev_cluster.url(f"{ns.ns}/{MD}-gateway"))
+        assert complete(dev_cluster.url(f"{ns.ns}/{MD}-gateway"), MD, timeout=60)
         ttft = re.compile(r"interactive queue 0 running 0 ttft p50/p99 [\d.]+m?s/[\d.]+m?s")
         screen.wait("the request's time to first token", lambda t: bool(ttft.search(t)), 30)
         ns.kubectl("scale", "md", MD, "--replicas=3")
