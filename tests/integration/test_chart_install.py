@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,13 @@ RELEASE, NAMESPACE, APP_NS = "cascade", "cascade-system", "chart-it"
 
 
 @pytest.fixture(scope="module")
-def release(dev_cluster: DevCluster) -> Iterator[str]:
-    with helm_release(dev_cluster, RELEASE, NAMESPACE) as helm:
-        yield helm
+def release(dev_cluster: DevCluster) -> Iterator[datetime]:
+    """The chart installed; yields when the install began: the audit log is read from
+    then on (an earlier release's uninstall, its operator still running as its RBAC
+    goes, leaves refusals that are not this install's)."""
+    began = datetime.now(UTC)
+    with helm_release(dev_cluster, RELEASE, NAMESPACE):
+        yield began
         dev_cluster.kubectl("delete", "namespace", APP_NS, "--wait=false", check=False)
 
 
@@ -38,7 +43,7 @@ def get(cluster: DevCluster, *args: str) -> Any:
 
 
 def test_chart_operator_pod_serves_a_model_deployment(
-    dev_cluster: DevCluster, release: str
+    dev_cluster: DevCluster, release: datetime
 ) -> None:
     pods = get(dev_cluster, "pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/name=cascade")
     assert [p["status"]["phase"] for p in pods["items"]] == ["Running"]
@@ -83,8 +88,11 @@ UNEXERCISED = {
 }
 
 
-def audit_uses(dev: DevCluster, user: str) -> tuple[set[tuple[str, str, str]], list[str]]:
-    """(apiGroup, resource[/subresource], verb) the user's requests used; and refusals."""
+def audit_uses(
+    dev: DevCluster, user: str, since: datetime
+) -> tuple[set[tuple[str, str, str]], list[str]]:
+    """(apiGroup, resource[/subresource], verb) the user's requests used since `since`;
+    and refusals."""
     used: set[tuple[str, str, str]] = set()
     refused: list[str] = []
     log = dev.state_dir / "logs" / "audit.log"
@@ -94,6 +102,8 @@ def audit_uses(dev: DevCluster, user: str) -> tuple[set[tuple[str, str, str]], l
         except ValueError:  # a line cut by log rotation
             continue
         if (event.get("user") or {}).get("username") != user or "objectRef" not in event:
+            continue
+        if datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00")) < since:
             continue
         ref, verb = event["objectRef"], event["verb"]
         resource = ref.get("resource", "") + (
@@ -128,7 +138,7 @@ def ready_instances(dev: DevCluster, name: str) -> int:
 
 
 def test_the_operator_uses_what_its_role_grants_and_nothing_more(
-    dev_cluster: DevCluster, release: str
+    dev_cluster: DevCluster, release: datetime
 ) -> None:
     """After the test above (its sample still deployed): scale, shrink, delete, then read
     what the operator's ServiceAccount did."""
@@ -141,7 +151,7 @@ def test_the_operator_uses_what_its_role_grants_and_nothing_more(
     dev_cluster.kubectl("delete", "md", name, "-n", APP_NS, "--timeout=120s")
     operator = get(dev_cluster, "pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/name=cascade")
     sa = operator["items"][0]["spec"]["serviceAccountName"]
-    used, refused = audit_uses(dev_cluster, f"system:serviceaccount:{NAMESPACE}:{sa}")
+    used, refused = audit_uses(dev_cluster, f"system:serviceaccount:{NAMESPACE}:{sa}", release)
     assert used, "no audit events for the operator (is the dev API server auditing?)"
     assert refused == []
     print("granted and used:", sorted(granted(dev_cluster) & used))
