@@ -79,7 +79,7 @@ UNEXERCISED = {
     ("cascade.dev", "scaleplans", "delete"): "a plan superseded mid-flight",
     ("cascade.dev", "modeldeployments/scale", "patch"): "the Cascade autoscaler's writes",
     ("networking.k8s.io", "networkpolicies", "patch"): "a NetworkPolicy changed by hand",
-    # The chart-install run has no Inference Extension CRD (test_inference_pool.py has).
+    # The chart-install run has no Inference Extension CRD (test_inference_pool_cluster.py has).
     ("inference.networking.k8s.io", "inferencepools", "get"): "InferencePool CRD installed",
     ("inference.networking.k8s.io", "inferencepools", "create"): "InferencePool CRD installed",
     ("inference.networking.k8s.io", "inferencepools", "patch"): "an InferencePool changed",
