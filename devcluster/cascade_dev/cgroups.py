@@ -2,8 +2,8 @@
 
 `cpuquota` decides which group and what text; this module is the only one that touches
 the cgroup filesystem. The node agent calls `ensure` for every quota'd node when it
-starts (a re-run `cascade dev up` with another `--node-cpu` restarts the agent, which
-rewrites the quota in place, so running pods take the new limit at once) and `place`
+starts (a re-run `cascade dev up` with another `--node-cpu` rewrites the quota in place
+itself, `reconcile.apply_quotas`, so running pods take the new limit at once) and `place`
 right after it spawns a container; `cascade dev down` calls `release_all` once the pods
 are dead. Every path is under `Hierarchy.mount`, so tests point it at a temporary
 directory (with a fake `/proc` beside it) instead of /sys/fs/cgroup.

@@ -1,12 +1,15 @@
 """`cascade dev up/down/status/url`: the lifecycle of the local cluster.
 
-`up` is a reconcile: every step (binaries, PKI, kubeconfigs, cluster.json, switches,
-control plane, Prometheus, node agent) checks before it acts, so running it on a live
-cluster only restarts the node agent when the plan changed (node list, `--node-cpu`: the
-new agent rewrites the quotas; `--storage-mbit`: pods it starts from then on read at the
-new rate); `--no-prometheus` stops Prometheus. `down` stops everything in reverse, sweeps
-whatever still runs for the state dir, removes the CPU quota groups, deletes the fabric
-and wipes etcd, pods and Prometheus' data.
+`up` is a reconcile. Every step (binaries, PKI, kubeconfigs, control plane, Prometheus,
+node agent) checks before it acts; then `clusterdiff` compares what runs with the plan
+the flags ask for and `up` carries out the difference, one line per change: surplus nodes
+drained and deleted with their links, new ones added, links reshaped to `--nic-mbit` /
+`--spine-mbit`, the labels that carry them patched, CPU quotas set in place, and the
+node agent restarted on the new cluster.json (`--storage-mbit`: pods it starts from then
+on read at the new rate). An identical re-run changes nothing; `--no-prometheus` stops
+Prometheus. `down` stops everything in reverse, sweeps whatever still runs for the state
+dir, removes the CPU quota groups, deletes the fabric and wipes etcd, pods and
+Prometheus' data.
 """
 
 from __future__ import annotations
@@ -20,7 +23,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cascade_dev import cgroups, controlplane, monitor, netlinks, processes, toolchain
+from cascade_dev import (
+    cgroups,
+    controlplane,
+    monitor,
+    netlinks,
+    processes,
+    reconcile,
+    toolchain,
+)
+from cascade_dev.clusterdiff import AgentRestarted, diff
 from cascade_dev.controlplane import CONTROLLER_MANAGER
 from cascade_dev.kubeapi import KubeApi
 from cascade_dev.kubeconfig import write_kubeconfig
@@ -53,15 +65,14 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _write_plan(paths: StatePaths, plan: ClusterPlan) -> bool:
-    """Write cluster.json; True when its content changed."""
+def _write_plan(paths: StatePaths, plan: ClusterPlan) -> None:
+    """Write cluster.json (atomically: the node agent may read it any time)."""
     text = json.dumps(plan.to_json(), indent=2) + "\n"
     if paths.cluster_json.exists() and paths.cluster_json.read_text() == text:
-        return False
+        return
     tmp = paths.cluster_json.with_suffix(".tmp")
     tmp.write_text(text)
     tmp.replace(paths.cluster_json)
-    return True
 
 
 def load_plan(paths: StatePaths) -> ClusterPlan | None:
@@ -102,27 +113,36 @@ def up(paths: StatePaths, opts: UpOptions) -> ClusterPlan:
     write_kubeconfig(paths.kubeconfig, pki, "admin")
     for stem in ("controller-manager", "scheduler"):
         write_kubeconfig(paths.pki / f"{stem}.kubeconfig", pki, stem)
-    changed = _write_plan(paths, plan)
-    netlinks.ensure_switches(plan)
     _log(f"control plane: starting what is not running (logs in {paths.logs})")
     api = controlplane.start_control_plane(paths, pki, bin_dir, plan.host_ip, opts.timeout)
-    _prune_nodes(api, plan)
+    changes = diff(reconcile.observe(api, old, plan.mode), plan)
+    agent_running = processes.running(paths, AGENT) is not None
+    reconcile.drain(api, changes, agent_running, opts.timeout)  # while the old agent runs
+    _write_plan(paths, plan)
+    netlinks.ensure_switches(plan)
+    reconcile.apply_quotas(changes)
     if not opts.prometheus:
         monitor.stop(paths)
     elif (prom := monitor.ensure(paths, opts.timeout)) is not None:
         _log(f"prometheus: {prom}")
-    if not agent_available():
+    agent = agent_available()
+    if agent:
+        if any(isinstance(c, AgentRestarted) for c in changes):
+            processes.stop(paths, AGENT)
+        processes.start(
+            paths,
+            AGENT,
+            [venv_python(), "-m", AGENT_MODULE, "--state-dir", str(paths.root)],
+            env={"KUBECONFIG": str(paths.kubeconfig)},
+        )
+    else:
         _log(f"warning: {AGENT_MODULE} is not installed; nodes will not register")
-        return plan
-    if changed:
-        processes.stop(paths, AGENT)
-    processes.start(
-        paths,
-        AGENT,
-        [venv_python(), "-m", AGENT_MODULE, "--state-dir", str(paths.root)],
-        env={"KUBECONFIG": str(paths.kubeconfig)},
-    )
-    if opts.wait_nodes:
+    reconcile.finish(api, changes)  # after the restart: the old agent would re-register
+    for change in changes:
+        _log(change.line())
+    if old is not None and not changes:
+        _log("no changes")
+    if agent and opts.wait_nodes:
         wait_nodes_ready(paths, api, plan, opts.timeout)
     return plan
 
@@ -145,15 +165,6 @@ def _release_cpu_groups() -> None:
         cgroups.unexpose()
     except (OSError, cgroups.CgroupError) as e:
         _log(f"warning: CPU quota groups left behind: {e}")
-
-
-def _prune_nodes(api: KubeApi, plan: ClusterPlan) -> None:
-    """Delete Node objects of simulated nodes that an earlier, larger `up` registered."""
-    wanted = {n.name for n in plan.nodes}
-    for item in api.get("/api/v1/nodes").get("items", []):
-        name = item["metadata"]["name"]
-        if name.startswith("cascade-node-") and name not in wanted:
-            api.delete(f"/api/v1/nodes/{name}")
 
 
 def ready_nodes(api: KubeApi) -> set[str]:

@@ -1,7 +1,8 @@
 """A tiny HTTPS client for the few API calls `cascade dev` makes itself.
 
-Readiness, node status, Service/Endpoints lookups and node cleanup need only GET/DELETE
-with the admin client cert; the standard library does that without loading the full
+Readiness, node status, Service/Endpoints lookups, and `up` reconciling nodes (draining
+and deleting surplus ones, relabelling the rest) need only GET/PATCH/DELETE with the
+admin client cert; the standard library does that without loading the full
 kubernetes client (which `dev` commands would otherwise import for seconds).
 """
 
@@ -14,6 +15,8 @@ from typing import Any
 
 from cascade_dev.paths import APISERVER_PORT
 from cascade_dev.pki import Pki
+
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class ApiError(RuntimeError):
@@ -28,10 +31,17 @@ class KubeApi:
         self.ctx = ssl.create_default_context(cafile=str(pki.crt("ca")))
         self.ctx.load_cert_chain(str(pki.crt("admin")), str(pki.key("admin")))
 
-    def request(self, method: str, path: str, timeout: float = 5.0) -> tuple[int, str]:
+    def request(
+        self, method: str, path: str, timeout: float = 5.0, body: object = None
+    ) -> tuple[int, str]:
+        """One call; a `body` goes as a JSON merge patch (the only body we send)."""
         conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=timeout)
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            data, headers["Content-Type"] = json.dumps(body), MERGE_PATCH
         try:
-            conn.request(method, path, headers={"Accept": "application/json"})
+            conn.request(method, path, body=data, headers=headers)
             resp = conn.getresponse()
             return resp.status, resp.read().decode(errors="replace")
         finally:
@@ -43,6 +53,11 @@ class KubeApi:
             raise ApiError(status, body.strip()[:300])
         data: dict[str, Any] = json.loads(body)
         return data
+
+    def patch(self, path: str, body: object) -> None:
+        status, text = self.request("PATCH", path, body=body)
+        if status != 200:
+            raise ApiError(status, text.strip()[:300])
 
     def delete(self, path: str) -> None:
         status, body = self.request("DELETE", path)

@@ -1,8 +1,10 @@
 """Switch-level plumbing of the emulated fabric: bridges, shaped veths, pod namespaces.
 
 Thin wrappers around `ip` and `tc` (run as root). `ensure_switches` builds what a
-`ClusterPlan` describes and prunes what it no longer does, so a second `cascade dev up` is
-a cheap no-op; `teardown` removes every `cxp-*` namespace and `cx*` link.
+`ClusterPlan` describes and prunes what it no longer does, and replaces a link's tbf only
+where its rate differs (a replaced qdisc drops what it queued), so a second `cascade dev
+up` is a cheap no-op and one with another `--nic-mbit` reshapes every link it changes;
+`teardown` removes every `cxp-*` namespace and `cx*` link.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from cascade_dev.topology import (
     MODE_NETNS,
     ClusterPlan,
     link_names,
+    parse_tbf_rates,
     tbf_args,
 )
 
@@ -55,6 +58,18 @@ def links() -> set[str]:
     return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line}
 
 
+def switch_links() -> set[str]:
+    """The switch-level links of the fabric (bridges and shaped veths, not pods')."""
+    return {n for n in links() if _SWITCH_LINK.match(n)}
+
+
+def tbf_rates() -> dict[str, int]:
+    """Root tbf rate (Mbit/s) of every link that has one."""
+    if not shutil.which("tc"):
+        return {}
+    return parse_tbf_rates(sh("tc", "-j", "qdisc", "show"))
+
+
 def netns_names() -> set[str]:
     if not shutil.which("ip"):
         return set()
@@ -79,16 +94,25 @@ def _bridge(name: str, have: set[str], host_facing: bool = False) -> None:
 
 
 def _shaped_pair(
-    a: str, a_master: str, a_mbit: int, b: str, b_master: str, b_mbit: int, have: set[str]
+    a: str,
+    a_master: str,
+    a_mbit: int,
+    b: str,
+    b_master: str,
+    b_mbit: int,
+    have: set[str],
+    rates: dict[str, int],
 ) -> None:
     """veth a<->b; each end's egress is one direction, so both are shaped."""
     if a not in have or b not in have:
         sh("ip", "link", "del", a, check=False)
         sh("ip", "link", "del", b, check=False)
         sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+        rates = {}
     for dev, master, mbit in ((a, a_master, a_mbit), (b, b_master, b_mbit)):
         sh("ip", "link", "set", dev, "master", master)
-        sh("tc", "qdisc", "replace", "dev", dev, "root", "tbf", *tbf_args(mbit))
+        if rates.get(dev) != mbit:
+            sh("tc", "qdisc", "replace", "dev", dev, "root", "tbf", *tbf_args(mbit))
         sh("ip", "link", "set", dev, "up")
 
 
@@ -109,7 +133,7 @@ def ensure_switches(plan: ClusterPlan) -> None:
     wanted = set(link_names(plan))
     for stale in sorted(n for n in have if _SWITCH_LINK.match(n) and n not in wanted):
         sh("ip", "link", "del", stale, check=False)
-    have = links()
+    have, rates = links(), tbf_rates()
     _bridge(plan.spine_bridge, have, host_facing=True)
     sh("ip", "addr", "replace", f"{plan.host_ip}/{plan.prefix_len}", "dev", plan.spine_bridge)
     _sync_node_addresses(plan)
@@ -123,11 +147,14 @@ def ensure_switches(plan: ClusterPlan) -> None:
             plan.spine_bridge,
             lf.spine_mbit,
             have,
+            rates,
         )
     for n in plan.nodes:
         _bridge(n.bridge, have)
         leaf = plan.leaves[n.leaf_index].bridge
-        _shaped_pair(n.up_veth, n.bridge, n.nic_out_mbit, n.down_veth, leaf, n.nic_in_mbit, have)
+        _shaped_pair(
+            n.up_veth, n.bridge, n.nic_out_mbit, n.down_veth, leaf, n.nic_in_mbit, have, rates
+        )
 
 
 def _sync_node_addresses(plan: ClusterPlan) -> None:

@@ -13,6 +13,7 @@ on the spine bridge, so it is a local address the node agent can bind) and its p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -107,6 +108,16 @@ def tbf_args(mbit: int) -> list[str]:
     super-packets, which tbf must pass whole), queue bounded by 20 ms of latency."""
     burst = max(mbit * 1_000_000 // 8 // 500, 2 * 65536 + 3000)
     return ["rate", f"{mbit}mbit", "burst", str(burst), "latency", "20ms"]
+
+
+def parse_tbf_rates(tc_json: str) -> dict[str, int]:
+    """Root tbf rate (Mbit/s) per device from `tc -j qdisc show` (rates in bytes/s)."""
+    rates = {}
+    for q in json.loads(tc_json or "[]"):
+        rate = (q.get("options") or {}).get("rate")
+        if q.get("kind") == "tbf" and q.get("root") and q.get("dev") and rate is not None:
+            rates[str(q["dev"])] = round(int(rate) * 8 / 1_000_000)
+    return rates
 
 
 @dataclass(frozen=True)
