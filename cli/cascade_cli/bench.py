@@ -115,8 +115,9 @@ def _add_plan(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "plan",
         help="planner decision time on synthetic clusters (pure, no cluster needed)",
         description="Time plan() for each strategy on synthetic topologies (leaves of 32 "
-        "nodes, random NVLink cliques of 1-8 nodes, one pod per node); prints a table and "
-        "writes {cases: [{nodes, targets, strategy, plan_ms, ...}]}.",
+        "nodes, random NVLink cliques of 1-8 nodes, one pod per node), the topology's "
+        "build and one node event on a TopologyIndex; prints a table and writes "
+        "{cases: [{nodes, targets, strategy, plan_ms, topo_ms, event_ms, ...}]}.",
     )
     pl.add_argument("--nodes", type=_ints, default=(100, 1_000, 10_000), help="e.g. 100,1000")
     pl.add_argument("--targets", type=_ints, default=(8, 64, 512), help="e.g. 8,64,512")

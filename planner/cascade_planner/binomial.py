@@ -72,6 +72,13 @@ def binomial_schedule(
 ) -> BinomialSchedule:
     """Binomial-pipeline steps from the first k sources (default: all) to the targets."""
     k = len(sources) if k is None else k
+    return schedule_of(subgroups(sources, targets, num_blocks, k), num_blocks)
+
+
+def subgroups(
+    sources: Sequence[str], targets: Sequence[str], num_blocks: int, k: int
+) -> list[SubGroup]:
+    """The k sub-groups `binomial_schedule` runs: contiguous target slices, shifted orders."""
     if not 1 <= k <= len(sources):
         raise ValueError(f"k={k} needs 1 <= k <= {len(sources)} sources")
     pods = list(sources[:k]) + list(targets)
@@ -80,10 +87,14 @@ def binomial_schedule(
     if num_blocks < 0:
         raise ValueError("num_blocks must be >= 0")
     orders = circular_shift_orders(num_blocks, k)
-    groups = [
+    return [
         SubGroup(source=src, targets=tgts, order=order)
         for src, tgts, order in zip(sources[:k], split_targets(targets, k), orders, strict=True)
     ]
+
+
+def schedule_of(groups: Sequence[SubGroup], num_blocks: int) -> BinomialSchedule:
+    """The sub-groups' binomial pipelines side by side: step s is every group's step s."""
     merged: list[list[Transfer]] = []
     for group in groups:
         names = [group.source, *group.targets]
@@ -98,6 +109,6 @@ def binomial_schedule(
     return BinomialSchedule(
         steps=[Step(transfers=t) for t in merged],
         block_orders=[BlockOrder(source=g.source, order=g.order) for g in groups],
-        groups=groups,
+        groups=list(groups),
         bound=bound,
     )

@@ -23,12 +23,15 @@ barrier, so a later step may start early on some nodes; the model does not credi
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from cascade_planner.topology import Link
 
 _EPS = 1e-9
+_INF = float("inf")
 
 
 def max_min_rates(
@@ -37,6 +40,30 @@ def max_min_rates(
     upstream: Sequence[int] | None = None,
 ) -> list[float]:
     """Max-min fair rates (bytes/s); `upstream[i]` >= 0 caps flow i at that flow's rate."""
+    ids: dict[Link, int] = {}
+    caps: list[float] = []
+    return fair_rates([_ids(p, ids, caps, capacity) for p in paths], caps, upstream)
+
+
+def _ids(
+    path: Sequence[Link], ids: dict[Link, int], caps: list[float], capacity: Callable[[Link], float]
+) -> tuple[int, ...]:
+    """`path` as link ids; a link seen first gets the next id and its capacity in `caps`."""
+    out = []
+    for link in path:
+        found = ids.get(link)
+        if found is None:
+            found = ids[link] = len(caps)
+            caps.append(capacity(link))
+        out.append(found)
+    return tuple(out)
+
+
+def fair_rates(
+    paths: Sequence[Sequence[int]], caps: Sequence[float], upstream: Sequence[int] | None = None
+) -> list[float]:
+    """`max_min_rates` over link ids (`caps[id]`: bytes/s), so a caller that re-shares the
+    same links many times (predict_chains) looks each capacity up once."""
     n = len(paths)
     rates = [0.0] * n
     children: dict[int, list[int]] = {}
@@ -44,15 +71,18 @@ def max_min_rates(
         for i, up in enumerate(upstream):
             if up >= 0:
                 children.setdefault(up, []).append(i)
-    users: dict[Link, list[int]] = {}
+    users: dict[int, list[int]] = {}
     for i, path in enumerate(paths):
         for link in path:
             users.setdefault(link, []).append(i)
-    cap = {link: capacity(link) for link in users}
-    rem = dict(cap)
-    count = {link: len(us) for link, us in users.items()}
+    rem = list(caps)  # by link id; only links in `live` are read
+    count = [0] * len(caps)  # active flows per link
+    for link, us in users.items():
+        count[link] = len(us)
+    live = list(users)
     active = [True] * n
     left = n
+    level = 0.0  # the rate of every flow still rising: the same sums in the same order
 
     def freeze(i: int) -> int:
         frozen, stack = 0, [i]
@@ -61,6 +91,7 @@ def max_min_rates(
             if not active[f]:
                 continue
             active[f] = False
+            rates[f] = level
             frozen += 1
             for link in paths[f]:
                 count[link] -= 1
@@ -68,24 +99,22 @@ def max_min_rates(
         return frozen
 
     while left:
-        live = [(link, k) for link, k in count.items() if k > 0]
         if not live:  # flows without links are unconstrained
             for i in range(n):
                 if active[i]:
                     rates[i] = float("inf")
             break
-        delta = min(rem[link] / k for link, k in live)
-        for i in range(n):
-            if active[i]:
-                rates[i] += delta
+        delta = min([rem[link] / count[link] for link in live])
+        level += delta
         full = []
-        for link, k in live:
-            rem[link] -= delta * k
-            if rem[link] <= _EPS * cap[link]:
+        for link in live:
+            rem[link] -= delta * count[link]
+            if rem[link] <= _EPS * caps[link]:
                 full.append(link)
         for link in full:
             for i in users[link]:
                 left -= freeze(i)
+        live = [link for link in live if count[link]]
     return rates
 
 
@@ -105,53 +134,54 @@ def predict_chains(
     hop_latency_s: float = 0.0,
 ) -> ChainTimes:
     """`routes[c]`: source node then hop nodes; `sizes[c]`: block bytes in send order."""
-    flows: list[tuple[int, int]] = []  # (chain, hop)
-    paths: list[Sequence[Link]] = []
+    flows: list[tuple[int, int]] = []  # (chain, hop); a chain's hops are consecutive
+    paths: list[tuple[int, ...]] = []  # link ids
+    ids: dict[Link, int] = {}
+    caps: list[float] = []
     need: list[float] = []
     for c, route in enumerate(routes):
         total = float(sum(sizes[c]))
         for j in range(len(route) - 1):
             flows.append((c, j))
-            paths.append(path(route[j], route[j + 1]))
+            paths.append(_ids(path(route[j], route[j + 1]), ids, caps, capacity))
             need.append(total + (j + 1) * fill_bytes)
-    upstream = [i - 1 if j > 0 else -1 for i, (_, j) in enumerate(flows)]
     progress = [0.0] * len(flows)
     segments: list[list[tuple[float, float, float]]] = [[] for _ in flows]  # (t0, p0, rate)
-    live = {c for c, route in enumerate(routes) if len(route) > 1}
+    first = list(accumulate((max(0, len(r) - 1) for r in routes), initial=0))  # chain -> flow
+    live = [c for c, route in enumerate(routes) if len(route) > 1]
     t = 0.0
     while live:
-        idx = [i for i, (c, _) in enumerate(flows) if c in live]
-        rates = max_min_rates([paths[i] for i in idx], capacity, _reindex(upstream, idx))
-        finish: dict[int, float] = {}
-        for i, r in zip(idx, rates, strict=True):
-            c = flows[i][0]
-            left = max(0.0, need[i] - progress[i])
-            finish[c] = max(finish.get(c, 0.0), left / r if r > 0 else float("inf"))
+        idx = [i for c in live for i in range(first[c], first[c + 1])]
+        upstream = [q - 1 if flows[i][1] else -1 for q, i in enumerate(idx)]
+        rates = fair_rates([paths[i] for i in idx], caps, upstream)
+        takes = [
+            (need[i] - progress[i] if need[i] > progress[i] else 0.0) / r if r > 0 else _INF
+            for i, r in zip(idx, rates, strict=True)
+        ]
+        finish, q = {}, 0
+        for c in live:  # a chain lasts as long as its slowest hop
+            n = first[c + 1] - first[c]
+            finish[c] = max(0.0, *takes[q : q + n])
+            q += n
         dt = min(finish.values())
-        if dt == float("inf"):
+        if dt == _INF:
             raise ValueError("a chain crosses a link of zero capacity")
         for i, r in zip(idx, rates, strict=True):
             segments[i].append((t, progress[i], r))
             progress[i] += r * dt
         t += dt
-        live -= {c for c, f in finish.items() if f <= dt * (1 + _EPS)}
+        live = [c for c in live if finish[c] > dt * (1 + _EPS)]
     complete: list[list[float]] = [[] for _ in routes]
     arrivals: list[list[list[float]]] = [[] for _ in routes]
+    cums = [list(accumulate(s, initial=0.0))[1:] for s in sizes]  # 0.0 + s0, + s1, ...
     for i, (c, j) in enumerate(flows):
         lat = (j + 1) * hop_latency_s
         offset = (j + 1) * fill_bytes
-        cum, times = 0.0, []
-        for size in sizes[c]:
-            cum += size
-            times.append(_reach(segments[i], cum + offset) + lat)
-        complete[c].append(_reach(segments[i], need[i]) + lat)
+        times = _reach_all(segments[i], [cum + offset for cum in cums[c]], lat)
+        # The last mark is need[i] itself (integer byte sums are exact in floats).
+        complete[c].append(times[-1] if times else _reach(segments[i], need[i]) + lat)
         arrivals[c].append(times)
     return ChainTimes(complete=complete, arrivals=arrivals)
-
-
-def _reindex(upstream: Sequence[int], idx: Sequence[int]) -> list[int]:
-    where = {old: new for new, old in enumerate(idx)}
-    return [where.get(upstream[i], -1) for i in idx]
 
 
 def _reach(segments: Sequence[tuple[float, float, float]], x: float) -> float:
@@ -161,6 +191,28 @@ def _reach(segments: Sequence[tuple[float, float, float]], x: float) -> float:
         if x <= end * (1 + _EPS) or k + 1 == len(segments):
             return t0 + max(0.0, x - p0) / rate if rate > 0 else float("inf")
     return 0.0
+
+
+def _reach_all(
+    segments: Sequence[tuple[float, float, float]], marks: Sequence[float], lat: float
+) -> list[float]:
+    """`_reach(segments, x) + lat` for rising marks, one slice of marks per segment (the
+    segment `_reach` picks only moves forward as x grows): O(blocks + segments) per hop,
+    with the same arithmetic as `_reach`, so the same floats."""
+    if not segments:
+        return [0.0 + lat for _ in marks]
+    out: list[float] = []
+    start, last = 0, len(segments) - 1
+    for k, (t0, p0, rate) in enumerate(segments):
+        stop = len(marks) if k == last else bisect_right(marks, segments[k + 1][1] * (1 + _EPS))
+        if stop <= start:
+            continue
+        if rate > 0:
+            out += [t0 + (x - p0 if x > p0 else 0.0) / rate + lat for x in marks[start:stop]]
+        else:
+            out += [float("inf") + lat] * (stop - start)
+        start = stop
+    return out
 
 
 def predict_steps(

@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cascade_planner.binomial import BinomialSchedule, binomial_schedule, split_targets
+from cascade_planner.binomial import (
+    BinomialSchedule,
+    SubGroup,
+    schedule_of,
+    split_targets,
+    subgroups,
+)
 from cascade_planner.blitz import SourceOffer
 from cascade_planner.topology import Topology
 
@@ -29,6 +35,18 @@ def kway_plan(
     pod_node: Mapping[str, str],
 ) -> BinomialSchedule:
     """Binomial pipeline from k of the offered sources (fastest first) to the targets."""
+    return schedule_of(kway_groups(offers, targets, num_blocks, k, topo, pod_node), num_blocks)
+
+
+def kway_groups(
+    offers: Sequence[SourceOffer],
+    targets: Sequence[str],
+    num_blocks: int,
+    k: int,
+    topo: Topology,
+    pod_node: Mapping[str, str],
+) -> list[SubGroup]:
+    """`kway_plan`'s sub-groups alone: enough to time the plan (binomial_time.py)."""
 
     def key(pod: str) -> tuple[str, str, str, str, str]:
         i = topo.info(pod_node.get(pod, pod))
@@ -46,4 +64,4 @@ def kway_plan(
         best = max(pool, key=lambda s: count.get(leaf[s], 0))  # first among equals
         chosen.append(best)
         pool.remove(best)
-    return binomial_schedule(chosen, ordered, num_blocks, k)
+    return subgroups(chosen, ordered, num_blocks, k)

@@ -113,7 +113,7 @@ def form_pipelines(
     complete = {pod: max(times, default=0.0) for pod, times in arrivals.items()}
     out: list[ExecutionPipeline] = []
     for members in candidates(groups):
-        if len(members) < 2:
+        if len(members) < 2 or _shares_last_block(members, arrivals, complete):
             continue
         found = earliest_cover(members, arrivals, len(blocks))
         if found is None:
@@ -136,6 +136,17 @@ def form_pipelines(
             free.remove(paired.stages[0].pod)
     out.sort(key=lambda e: (e.ready_seconds or 0.0, e.stages[0].pod))
     return out
+
+
+def _shares_last_block(
+    members: Sequence[str], arrivals: Arrivals, complete: Mapping[str, float]
+) -> bool:
+    """Whether one block is the last to arrive at every member (chains in one order).
+    Then no pipeline of them can start early: the stage holding that block at the ready
+    time is complete by then, so the search would be thrown away (skipping it is exact)."""
+    first = members[0]
+    last = [i for i, t in enumerate(arrivals[first]) if t == complete[first]]
+    return any(all(arrivals[m][i] == complete[m] for m in members) for i in last)
 
 
 def _with_source(

@@ -6,8 +6,9 @@ with serving traffic (blitz.prune_sources), then build the candidate plans —
 `chain` (BlitzScale: NVLink groups, greedy multi-chains by bandwidth and leaf) and
 `binomial` (λScale: k-way binomial pipeline with circular-shift orders) — predict each
 with the flow model, and for `auto` keep the one whose last target completes first
-(within 1 %, the chain plan: fewer connections, simpler recovery). The spec carries the
-prediction: completion, per-target times, and the execution pipelines that can form
+(within 1 %, the chain plan: fewer connections, simpler recovery; `plan` times the
+binomial candidate before it builds it, `plan_candidates` builds both). The spec carries
+the prediction: completion, per-target times, and the execution pipelines that can form
 while blocks arrive. Pure: no clock, no I/O; the same request gives the same plan.
 """
 
@@ -17,10 +18,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cascade_api.scaleplan import Block, PlanStrategy, ScalePlanSpec, Source
+from cascade_planner.binomial import SubGroup, schedule_of
+from cascade_planner.binomial_time import completion, step_ends
 from cascade_planner.blitz import SourceOffer, greedy_chains, group_by_nvlink, prune_sources
 from cascade_planner.errors import PlanningError, PlanningReason
 from cascade_planner.flow import shown
-from cascade_planner.kway import kway_plan
+from cascade_planner.kway import kway_groups
 from cascade_planner.orders import circular_shift_orders
 from cascade_planner.predict import Prediction, predict
 from cascade_planner.topology import Topology
@@ -62,27 +65,65 @@ class Candidate:
 
 
 def plan(request: PlanRequest, topo: Topology) -> ScalePlanSpec:
-    """The plan for `request` on `topo`; PlanningError (with a reason) if none can be made."""
-    return plan_candidates(request, topo)[0].spec
+    """The plan for `request` on `topo`; PlanningError (with a reason) if none can be made.
+
+    `auto` decides as `plan_candidates` does but pays in full only for the plan it keeps:
+    the chain plan is built and predicted, the binomial plan is first only timed from its
+    sub-groups (binomial_time.py: the completion its full prediction would report, the
+    same float, without its ~16,000 transfers at 512 targets or its pipelines) and built
+    only when that time wins. Same comparison, same numbers, so the same spec, reason
+    included."""
+    strategy, blocks, offers, pruned, k = _prepare(request, topo)
+    if strategy != AUTO:
+        return _noted([_build(strategy, request, blocks, offers, k, topo)], pruned)[0].spec
+    chain = _build(PlanStrategy.CHAIN, request, blocks, offers, k, topo)
+    groups = kway_groups(offers[:k], request.targets, len(blocks), k, topo, request.pod_node)
+    sizes = {b.index: b.bytes for b in blocks}
+    ends = step_ends(groups, sizes, topo, request.pod_node, len(blocks), request.hop_latency_s)
+    timed = shown(completion(groups, len(blocks), ends))
+    if not _binomial_wins(timed, chain.prediction.completion):
+        _auto_reason(chain, PlanStrategy.BINOMIAL, timed)
+        return _noted([chain], pruned)[0].spec
+    binomial = _build(PlanStrategy.BINOMIAL, request, blocks, offers, k, topo, groups)
+    _auto_reason(binomial, PlanStrategy.CHAIN, chain.prediction.completion)
+    return _noted([binomial], pruned)[0].spec
 
 
 def plan_candidates(request: PlanRequest, topo: Topology) -> list[Candidate]:
-    """Every strategy the request allows, chosen one first, each with its prediction."""
-    strategy = _strategy(request.strategy)
-    blocks = _validate(request)
-    offers, pruned = _offers(request, topo)
-    k = _k(request, strategy, len(offers), pruned)
+    """Every strategy the request allows, each built and predicted in full, chosen first."""
+    strategy, blocks, offers, pruned, k = _prepare(request, topo)
     names = [PlanStrategy.CHAIN, PlanStrategy.BINOMIAL] if strategy == AUTO else [strategy]
     found = [_build(s, request, blocks, offers, k, topo) for s in names]
     if len(found) == 2:
         chain, binomial = found
-        if binomial.prediction.completion < chain.prediction.completion * (1 - TIE_MARGIN):
+        if _binomial_wins(binomial.prediction.completion, chain.prediction.completion):
             found.reverse()
-        loser = found[1]
-        found[0].spec.reason = (
-            f"auto: {found[0].spec.strategy} {found[0].prediction.completion:.4g}s vs "
-            f"{loser.spec.strategy} {loser.prediction.completion:.4g}s predicted"
-        )
+        _auto_reason(found[0], found[1].spec.strategy, found[1].prediction.completion)
+    return _noted(found, pruned)
+
+
+def _prepare(
+    request: PlanRequest, topo: Topology
+) -> tuple[str, list[Block], list[SourceOffer], list[str], int]:
+    """(strategy, blocks, usable sources, pruned pods, k), or PlanningError."""
+    strategy = _strategy(request.strategy)
+    blocks = _validate(request)
+    offers, pruned = _offers(request, topo)
+    return strategy, blocks, offers, pruned, _k(request, strategy, len(offers), pruned)
+
+
+def _binomial_wins(binomial: float, chain: float) -> bool:
+    return binomial < chain * (1 - TIE_MARGIN)
+
+
+def _auto_reason(chosen: Candidate, loser: str, loser_seconds: float) -> None:
+    chosen.spec.reason = (
+        f"auto: {chosen.spec.strategy} {chosen.prediction.completion:.4g}s vs "
+        f"{loser} {loser_seconds:.4g}s predicted"
+    )
+
+
+def _noted(found: list[Candidate], pruned: Sequence[str]) -> list[Candidate]:
     if pruned:
         note = f"pruned busy sources: {', '.join(pruned)}"
         for c in found:
@@ -159,6 +200,7 @@ def _build(
     offers: list[SourceOffer],
     k: int,
     topo: Topology,
+    groups: list[SubGroup] | None = None,  # binomial: kway_groups, when already made
 ) -> Candidate:
     used = offers[:k]
     by_pod = {s.pod: s for s in request.sources}
@@ -170,7 +212,7 @@ def _build(
         targets=list(request.targets),
         strategy=PlanStrategy(strategy),
     )
-    groups: list[list[str]] | None = None
+    members: list[list[str]] | None = None
     if strategy == PlanStrategy.CHAIN:
         groups_nv = group_by_nvlink(request.targets, topo, request.pod_node)
         spec.chains = greedy_chains(used, groups_nv, topo, request.pod_node, range(len(blocks)))
@@ -179,20 +221,23 @@ def _build(
             for chain, order in zip(spec.chains, orders, strict=True):
                 chain.blocks = order
     else:
-        schedule = kway_plan(used, request.targets, len(blocks), k, topo, request.pod_node)
+        if groups is None:
+            groups = kway_groups(used, request.targets, len(blocks), k, topo, request.pod_node)
+        schedule = schedule_of(groups, len(blocks))
         spec.schedule = schedule.steps
         spec.block_orders = schedule.block_orders
-        groups = [g.targets for g in schedule.groups]
+        members = [g.targets for g in schedule.groups]
     pred = predict(
         spec,
         topo,
         request.pod_node,
         chunk_bytes=request.chunk_bytes,
         hop_latency_s=request.hop_latency_s,
-        groups=groups,
+        groups=members,
         source_stages=request.source_stages,
         cooperative=request.cooperative,
         stageless=request.stageless,
+        subgroups=groups,
     )
     spec.predicted_completion_seconds = shown(pred.completion)
     spec.predictions = pred.targets

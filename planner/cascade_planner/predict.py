@@ -20,6 +20,9 @@ from cascade_api.scaleplan import (
     SourceTier,
     TargetPrediction,
 )
+from cascade_planner.binomial import SubGroup
+from cascade_planner.binomial_time import arrivals as step_arrivals
+from cascade_planner.binomial_time import step_ends
 from cascade_planner.flow import predict_chains, predict_steps, shown
 from cascade_planner.pipelines import form_pipelines
 from cascade_planner.topology import Link, Topology
@@ -62,10 +65,13 @@ def predict(
     source_stages: bool = False,
     cooperative: bool = False,
     stageless: Collection[str] = (),
+    subgroups: Sequence[SubGroup] | None = None,
 ) -> Prediction:
     """Flow-model prediction of `spec` (blocks numbered 0..b-1 in layer order);
     `source_stages`: its sources may join execution pipelines (pipelines.py);
-    `stageless`: targets that never do (host copies run no engine)."""
+    `stageless`: targets that never do (host copies run no engine); `subgroups`: the
+    sub-groups a binomial spec's schedule was made from, to time it from their index
+    schedules (binomial_time.py: the same numbers, without walking its transfers)."""
     blocks = sorted(spec.blocks, key=lambda b: b.index)
     pos = {b.index: i for i, b in enumerate(blocks)}
     paths = _Paths(topo, pod_node)
@@ -83,13 +89,24 @@ def predict(
             fill_bytes=fill,
             hop_latency_s=hop_latency_s,
         )
+        in_order = list(range(len(blocks)))
         for c, route in enumerate(routes):
             for j, pod in enumerate(route[1:]):
-                for p, t in zip(orders[c], times.arrivals[c][j], strict=True):
-                    arrivals[pod][p] = t
-                if _domain(topo, paths, route[j]) == _domain(topo, paths, pod):
-                    nvlink.add(pod)
+                got = times.arrivals[c][j]
+                if orders[c] == in_order:
+                    arrivals[pod] = got
+                else:
+                    for p, t in zip(orders[c], got, strict=True):
+                        arrivals[pod][p] = t
+                if paths(paths.node(route[j]), paths.node(pod))[0][1][0] == "nvl":
+                    nvlink.add(pod)  # one NVLink domain: Topology.path stays off the NICs
         default_groups: list[list[str]] = [list(c.hops) for c in spec.chains]
+    elif subgroups is not None:
+        size_of = {b.index: b.bytes for b in blocks}
+        ends = step_ends(subgroups, size_of, topo, pod_node, len(blocks), hop_latency_s)
+        arrivals.update(step_arrivals(subgroups, len(blocks), ends, pos))
+        origin = {t: g.source for g in subgroups for t in g.targets}
+        default_groups = _by_source([g.source for g in subgroups], spec.targets, origin)
     else:
         size = [b.bytes for b in blocks]
         node = paths.node
@@ -103,8 +120,7 @@ def predict(
                 row = arrivals.get(tr.receiver)
                 if row is not None:
                     row[pos[tr.block]] = min(row[pos[tr.block]], ends[s])
-        sources = {o.source: o for o in spec.block_orders}
-        default_groups = _binomial_groups(spec, sources)
+        default_groups = [] if groups is not None else _binomial_groups(spec)
     # A host copy runs no engine: only instances (tier gpu) may close a pipeline.
     joining = [s.pod for s in spec.sources if s.tier == SourceTier.GPU] if source_stages else []
     chosen = groups if groups is not None else default_groups
@@ -126,18 +142,21 @@ def predict(
     return Prediction(completion, arrivals, pipelines, targets)
 
 
-def _domain(topo: Topology, paths: _Paths, pod: str) -> str:
-    return topo.info(paths.node(pod)).domain
-
-
-def _binomial_groups(spec: ScalePlanSpec, sources: Mapping[str, object]) -> list[list[str]]:
+def _binomial_groups(spec: ScalePlanSpec) -> list[list[str]]:
     """Sub-groups of a binomial schedule: each target under the source it descends from."""
+    sources = [o.source for o in spec.block_orders]
     origin: dict[str, str] = {s: s for s in sources}
     for step in spec.schedule:
         for tr in step.transfers:
             if tr.receiver not in origin and tr.sender in origin:
                 origin[tr.receiver] = origin[tr.sender]
+    return _by_source(sources, spec.targets, origin)
+
+
+def _by_source(
+    sources: Sequence[str], targets: Sequence[str], origin: Mapping[str, str]
+) -> list[list[str]]:
     groups: dict[str, list[str]] = {s: [] for s in sources}
-    for t in spec.targets:
+    for t in targets:
         groups.setdefault(origin.get(t, ""), []).append(t)
     return [g for g in groups.values() if g]

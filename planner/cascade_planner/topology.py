@@ -21,13 +21,15 @@ it with one fixed rate per leaf and direction. Leaves are keyed by (zone, leaf l
 Planning touches only the sources' and targets' nodes: `path` is computed from their
 labels in O(1) (the fabric is a tree), and `capacity` reads a dict that mirrors the
 graph's edge attributes (the graph itself is built on first use), so planning never
-walks all n nodes.
+walks all n nodes. Nor does pacing (`send_capped`: a view that caps node out-links as
+they are read), and node events need no rebuild (topology_index.TopologyIndex).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -127,6 +129,11 @@ class Topology:
     # Bytes/s a sender sends in all, over every link together (send_capped: the
     # workers' Pacer is one per process); None: each link is its own limit.
     send_cap: float | None = None
+    # Bytes/s every link out of a node carries at most (send_capped), applied as `info`
+    # and `capacity` read: `nodes` and `_cap` keep the labelled rates, so a paced view
+    # shares them instead of copying 10,000 nodes for a plan that reads a few hundred.
+    out_cap: float | None = None
+    _paced: dict[str, NodeInfo] = field(default_factory=dict, repr=False, compare=False)
 
     @functools.cached_property
     def graph(self) -> nx.DiGraph:
@@ -136,21 +143,28 @@ class Topology:
         needs it, and building it costs more than planning at 10,000 nodes.
         """
         graph = nx.DiGraph()
-        graph.add_edges_from((u, v, {"capacity": w}) for (u, v), w in self._cap.items())
+        graph.add_edges_from((u, v, {"capacity": self.capacity((u, v))}) for u, v in self._cap)
         return graph
 
     def info(self, node: str) -> NodeInfo:
         """Facts for `node`; an unknown node gets every default (one leaf, one zone)."""
         found = self.nodes.get(node)
-        if found is not None:
+        if found is None:
+            rate = self.params.default_nic_mbit * self.params.per_mbit
+            return NodeInfo(node, DEFAULT_ZONE, DEFAULT_LEAF, f"node:{node}", None, rate, rate)
+        if self.out_cap is None:
             return found
-        rate = self.params.default_nic_mbit * self.params.per_mbit
-        return NodeInfo(node, DEFAULT_ZONE, DEFAULT_LEAF, f"node:{node}", None, rate, rate)
+        paced = self._paced.get(node)
+        if paced is None:
+            paced = self._paced[node] = replace(found, nic_out=min(found.nic_out, self.out_cap))
+        return paced
 
     def capacity(self, link: Link) -> float:
         """Bytes/s of one directed link (also for links of nodes not in the graph)."""
         cap = self._cap.get(link)
         if cap is not None:
+            if self.out_cap is not None and link[0][0] == "node":
+                return min(cap, self.out_cap)
             return cap
         (kind_a, a), (kind_b, b) = link
         p = self.params
@@ -182,52 +196,72 @@ class Topology:
 def topology_from_nodes(
     nodes: Iterable[Mapping[str, Any]], params: FabricParams | None = None
 ) -> Topology:
-    """The fabric model for these Node objects (plain dicts)."""
+    """The fabric model for these Node objects (plain dicts); to keep one current under
+    node events without rebuilding it, see topology_index.TopologyIndex."""
     params = params or FabricParams()
     warnings: list[str] = []
-    infos = [node_info(n, params, warnings) for n in nodes]
+    return assemble([node_info(n, params, warnings) for n in nodes], params, warnings)
+
+
+def assemble(infos: Sequence[NodeInfo], params: FabricParams, warnings: list[str]) -> Topology:
+    """The Topology of these nodes: their links, their leaves' and zones' uplinks."""
     cap: dict[Link, float] = {}
-    leaf_out: dict[tuple[str, str], float] = {}
-    leaf_in: dict[tuple[str, str], float] = {}
-    nvl = params.nvlink_mbit * BYTES_PER_MBIT
+    leaves: dict[tuple[str, str], list[NodeInfo]] = {}
     for n in infos:
-        node, leaf, dom = ("node", n.name), ("leaf", n.leaf_key), ("nvl", n.domain)
-        cap[(node, leaf)] = n.nic_out
-        cap[(leaf, node)] = n.nic_in
-        cap[(node, dom)] = cap[(dom, node)] = nvl
-        leaf_out[n.leaf_key] = leaf_out.get(n.leaf_key, 0.0) + n.nic_out
-        leaf_in[n.leaf_key] = leaf_in.get(n.leaf_key, 0.0) + n.nic_in
-    for key in leaf_out:
-        leaf, zone = ("leaf", key), ("zone", key[0])
-        if params.spine_mbit is not None:
-            up = down = params.spine_mbit * params.per_mbit
-        else:
-            up = leaf_out[key] / params.oversubscription
-            down = leaf_in[key] / params.oversubscription
-        cap[(leaf, zone)], cap[(zone, leaf)] = up, down
-    core = ("core", "")
-    zone_rate = float("inf") if params.zone_mbit is None else params.zone_mbit * params.per_mbit
-    for zone_name in sorted({k[0] for k in leaf_out}):
-        zone = ("zone", zone_name)
-        cap[(zone, core)] = cap[(core, zone)] = zone_rate
-    return Topology(
-        nodes={n.name: n for n in infos},
-        params=params,
-        warnings=warnings,
-        _cap=cap,
+        cap.update(node_links(n, params))
+        leaves.setdefault(n.leaf_key, []).append(n)
+    for key, members in leaves.items():
+        out = math.fsum(n.nic_out for n in members)
+        cap.update(leaf_links(key, out, math.fsum(n.nic_in for n in members), params))
+    for zone in sorted({key[0] for key in leaves}):
+        cap.update(zone_links(zone, params))
+    return Topology(nodes={n.name: n for n in infos}, params=params, warnings=warnings, _cap=cap)
+
+
+def node_links(n: NodeInfo, params: FabricParams) -> tuple[tuple[Link, float], ...]:
+    """A node's links: NIC out to its leaf and in from it, NVLink to and from its domain."""
+    node, leaf, dom = ("node", n.name), ("leaf", n.leaf_key), ("nvl", n.domain)
+    nvl = params.nvlink_mbit * BYTES_PER_MBIT
+    return (
+        ((node, leaf), n.nic_out),
+        ((leaf, node), n.nic_in),
+        ((node, dom), nvl),
+        ((dom, node), nvl),
     )
+
+
+def leaf_links(
+    key: tuple[str, str], nic_out: float, nic_in: float, params: FabricParams
+) -> tuple[tuple[Link, float], ...]:
+    """A leaf's links to its zone and back: the sums of its nodes' NIC rates (exactly
+    rounded, math.fsum: the same float in any order, so a leaf updated node by node has
+    the rate a rebuild gives) over `oversubscription`, or `spine_mbit`."""
+    leaf, zone = ("leaf", key), ("zone", key[0])
+    if params.spine_mbit is not None:
+        up = down = params.spine_mbit * params.per_mbit
+    else:
+        up, down = nic_out / params.oversubscription, nic_in / params.oversubscription
+    return ((leaf, zone), up), ((zone, leaf), down)
+
+
+def zone_links(zone: str, params: FabricParams) -> tuple[tuple[Link, float], ...]:
+    """A zone's uplink to the core and back (unlimited unless `zone_mbit` is set)."""
+    z, core = ("zone", zone), ("core", "")
+    rate = float("inf") if params.zone_mbit is None else params.zone_mbit * params.per_mbit
+    return ((z, core), rate), ((core, z), rate)
 
 
 def send_capped(topo: Topology, mbit: float | None) -> Topology:
     """The fabric as weight traffic sees it when every sender is paced to `mbit` (the
     workers' Pacer, spec.multicast.rateMbit): each link out of a node, NIC or NVLink,
-    carries at most that, and so does a sender over all its links (`send_cap`)."""
+    carries at most that, and so does a sender over all its links (`send_cap`). A view
+    for one plan, made in O(1): it shares `topo`'s node and link tables, so pace a
+    TopologyIndex's snapshot, not its live topology, where events may arrive meanwhile."""
     if mbit is None:
         return topo
     rate = mbit * BYTES_PER_MBIT  # the pacer paces payload bytes
-    nodes = {n: replace(i, nic_out=min(i.nic_out, rate)) for n, i in topo.nodes.items()}
-    cap = {link: min(c, rate) if link[0][0] == "node" else c for link, c in topo._cap.items()}
     params = replace(
         topo.params, default_nic_mbit=min(topo.params.default_nic_mbit, mbit / topo.params.goodput)
     )
-    return Topology(nodes, params, list(topo.warnings), cap, send_cap=rate)
+    out = rate if topo.out_cap is None else min(topo.out_cap, rate)
+    return Topology(topo.nodes, params, list(topo.warnings), topo._cap, rate, out)
