@@ -122,6 +122,12 @@ class ScalePlanSpec(ApiModel):
         description="Planner's flow-model estimate; a plan still running at a multiple of "
         "it (with a floor) fails as timed out.",
     )
+    hop_latency_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="Start cost the prediction includes per chain hop up to a target "
+        "(chain) or per step (binomial): the operator's calibrated value when planned.",
+    )
     predictions: list[TargetPrediction] = Field(
         default_factory=list,
         description="Planner's flow-model prediction per target (when each can serve).",
@@ -203,6 +209,23 @@ class ScalePlanStatus(ApiModel):
         ge=0,
         description="Slowest target's transferSeconds once all are complete: the measured "
         "counterpart of spec.predictedCompletionSeconds.",
+    )
+    target_answered_time: datetime | None = Field(
+        default=None,
+        description="When the first of its targets could receive: the earliest time a "
+        "target's worker reports its control API started listening (its own clock). The "
+        "operator plans as soon as a target answers, with no wait for the rest.",
+    )
+    first_byte_time: datetime | None = Field(
+        default=None,
+        description="When the plan's first bytes landed at a target, as the receiving "
+        "worker reports it (its own clock): the earliest over the targets.",
+    )
+    start_delay_seconds: float | None = Field(
+        default=None,
+        description="firstByteTime minus targetAnsweredTime: how long the first target "
+        "waited, once it could receive, for the plan's first bytes. A plan made for targets "
+        "that waited for an earlier plan to end counts that wait too.",
     )
     pipelines: list[PipelineStatus] = Field(
         default_factory=list,

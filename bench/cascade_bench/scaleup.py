@@ -26,6 +26,7 @@ from typing import Any
 from cascade_api import constants as c
 from cascade_api.scaleplan import ScalePlanSpec, ScalePlanStatus
 from cascade_bench.table import format_rows
+from cascade_planner.calibrate import HopSample, fit, sample
 
 Body = dict[str, Any]
 TOLERANCE = 0.15  # issue 5: measured completion within 15% of predicted
@@ -77,9 +78,24 @@ def timings(plan: Body) -> dict[str, Any]:
         "predicted_s": spec.predicted_completion_seconds,
         "measured_s": status.measured_completion_seconds,
         "ratio": overall,
+        "hop_latency_s": spec.hop_latency_seconds,  # the per-hop cost it was made with
+        # The slowest network receiver (NVLink peers left out: calibrate.sample).
+        "network": _network(sample(spec, status)),
         "within_tolerance": overall is not None and abs(overall - 1.0) <= TOLERANCE,
         "dispatch_to_completed_s": elapsed,
         "per_target": rows,
+    }
+
+
+def _network(s: HopSample | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    ratio = _ratio(s.measured_s, s.predicted_s)
+    return {
+        "predicted_s": s.predicted_s,
+        "measured_s": s.measured_s,
+        "ratio": ratio,
+        "hops": s.hops,
     }
 
 
@@ -98,12 +114,17 @@ def plan_table(plan: Body) -> str:
         ["plan (slowest)", _num(plan["predicted_s"]), _num(plan["measured_s"]),
          _num(plan["ratio"])]
     )  # fmt: skip
+    net = plan.get("network")
+    if net is not None:
+        values = (net["predicted_s"], net["measured_s"], net["ratio"])
+        rows.append(["network (slowest)", *(_num(v) for v in values)])
     mib = plan["model_bytes"] / 2**20
     return "\n".join(
         [
             f"{plan['plan']}: {plan['strategy']} from {', '.join(plan['sources'])} to "
             f"{plan['targets']} targets, {plan['blocks']} blocks of a {mib:.1f} MiB model, "
-            f"{plan['phase']}",
+            f"{plan['phase']}; per-hop start cost {plan.get('hop_latency_s', 0):.4f} s "
+            f"x {(plan.get('network') or {}).get('hops', 0)} in its prediction",
             format_rows(rows),
             f"within {TOLERANCE:.0%}: {'yes' if plan['within_tolerance'] else 'no'}; "
             "dispatch to Completed (API timestamps, 1 s resolution) "
@@ -118,7 +139,24 @@ def table(doc: Body) -> str:
         f"scale {doc['from']} -> {doc['to']}: plan after {_num(w['plan_s'])} s, "
         f"Completed after {_num(w['completed_s'])} s, all Ready after {_num(w['ready_s'])} s"
     )
-    return "\n\n".join([*(plan_table(p) for p in doc["plans"]), wall])
+    h = hop_fit(doc["plans"])
+    cost = (
+        f"start costs these plans imply: {_num(h['chain'])} s per chain hop "
+        f"(CASCADE_HOP_LATENCY_S), {_num(h['binomial'])} s per binomial step "
+        "(CASCADE_STEP_LATENCY_S); - : no such plan"
+    )
+    return "\n\n".join([*(plan_table(p) for p in doc["plans"]), wall, cost])
+
+
+def hop_fit(plans: list[Body]) -> dict[str, float | None]:
+    """Per strategy, the start cost that best predicts these Completed plans
+    (calibrate.fit over their network receivers): a chain hop, a binomial step."""
+    samples = [
+        HopSample(n["measured_s"], n["predicted_s"], n["hops"], p["hop_latency_s"], p["strategy"])
+        for p in plans
+        if p["phase"] == "Completed" and (n := p.get("network")) is not None
+    ]
+    return {s: fit(x for x in samples if x.strategy == s) for s in ("chain", "binomial")}
 
 
 def _num(value: float | None) -> str:
@@ -199,7 +237,8 @@ def _scaleup(cfg: ScaleupConfig, core: Any, custom: Any, ns: str, name: str, say
         "to": cfg.end,
         "model_path": str(cfg.model_path),
         "wall": {"plan_s": plan_s, "completed_s": completed_s, "ready_s": ready_s},
-        "plans": [timings(p) for p in plans()],
+        "plans": (found := [timings(p) for p in plans()]),
+        "hop_fit_s": hop_fit(found),
     }
 
 

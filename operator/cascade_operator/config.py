@@ -11,6 +11,11 @@ from cascade_api import constants as c
 # Read at import, since kopf fixes a timer's interval when the handler is registered.
 AUTOSCALE_SECONDS = float(os.environ.get("CASCADE_AUTOSCALE_SECONDS", "2"))
 
+# How often the status of pods whose worker has not answered yet is probed (only while
+# such pods exist): a plan should start within a second of a target answering, and the
+# 1 s poll plus a reconcile alone could take longer (handlers.poll_starting).
+STARTING_POLL_S = float(os.environ.get("CASCADE_STARTING_POLL_SECONDS", "0.2"))
+
 # The chart's defaults (release "cascade" in cascade-system): used when the operator runs
 # outside the chart (the dev cluster runs it as a host process, which no policy names).
 DEFAULT_OPERATOR_NAMESPACE = "cascade-system"
@@ -36,6 +41,12 @@ class OperatorConfig:
     # sorted pairs so the config stays hashable.
     operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE
     operator_pod_labels: tuple[tuple[str, str], ...] = DEFAULT_OPERATOR_LABELS
+    # The flow model's per-hop start cost before any plan completes (chart value
+    # planner.hopLatencySeconds; `cascade bench scaleup` prints it for a fabric), and
+    # whether Completed plans refine it (weights/calibration.py).
+    hop_latency_s: float = 0.0  # per chain hop
+    step_latency_s: float | None = None  # per binomial step (None: hop_latency_s)
+    learn_hop_latency: bool = True
 
     @classmethod
     def from_env(cls) -> OperatorConfig:
@@ -49,12 +60,20 @@ class OperatorConfig:
             or DEFAULT_OPERATOR_NAMESPACE,
             operator_pod_labels=parse_labels(os.environ.get("CASCADE_OPERATOR_POD_LABELS", ""))
             or DEFAULT_OPERATOR_LABELS,
+            hop_latency_s=float(os.environ.get("CASCADE_HOP_LATENCY_S") or 0.0),
+            step_latency_s=_seconds(os.environ.get("CASCADE_STEP_LATENCY_S", "")),
+            learn_hop_latency=os.environ.get("CASCADE_HOP_LEARN", "1").lower()
+            not in ("0", "false", "no"),
         )
 
     @property
     def rdma(self) -> bool:
         """An RDMA resource is configured (and its count is positive)."""
         return bool(self.rdma_resource) and self.rdma_count > 0
+
+
+def _seconds(text: str) -> float | None:
+    return float(text) if text.strip() else None
 
 
 def parse_labels(text: str) -> tuple[tuple[str, str], ...]:

@@ -1,24 +1,23 @@
 """Glue between kopf handlers and the pure decisions: observe, decide, act.
 
-One reconcile at a time per ModelDeployment (a lock per object), because pod, gateway,
-ScalePlan and ModelDeployment watch events for the same object can arrive together.
+One reconcile at a time per ModelDeployment, because pod, gateway, ScalePlan and
+ModelDeployment watch events for the same object can arrive together; a call that finds
+another one waiting leaves the work to it (serial.py).
 
 A reconcile reads everything once (the spec parsed once, each pod parsed once, each
-worker's status asked once), then runs the deciders over that observation: on the
-autoscaler's timer the Cascade autoscaler (`autoscale.tick`: replicas and roles, when
-Cascade owns them), `instances.decide` (pods, gateway), the NetworkPolicies, the host
-copies, the profile Job (`materialization`) and the weight-moving half (`weights.driver`:
-the parameter pool, ScalePlans, worker orders). The pool goes first so scale-down spares
-host-copy holders. All hand their facts to `status.assemble`, which
-writes one status and tells each condition transition once.
+worker's status asked once), then runs the deciders: first the weights half
+(`weights.driver`: pool, ScalePlans, worker orders: a target's orders wait for nothing
+else), then on the autoscaler's timer the Cascade autoscaler (`autoscale.tick`),
+`instances.decide` (pods, gateway), the NetworkPolicies, the host copies and the
+profile Job (`materialization`). All hand their facts to `status.assemble`, which writes
+one status and tells each condition transition once.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import defaultdict
+from functools import partial
 
 from cascade_api import constants as c
 from cascade_api.base import utcnow
@@ -47,8 +46,10 @@ from cascade_operator.network_policies import changed, network_policies, policy_
 from cascade_operator.node_loss import LOST_AFTER_S, lost_event, lost_nodes, on_lost_nodes
 from cascade_operator.observed import GatewayView, MdRef, Observed, PodView
 from cascade_operator.peer_secret import peer_secret, token_of
+from cascade_operator.serial import Serial
 from cascade_operator.spec import parse_spec
 from cascade_operator.status import PlanState, StatusInput, assemble
+from cascade_operator.weights.calibration import HopLatency, planning_with
 from cascade_operator.weights.driver import PlanDriver
 from cascade_operator.weights.workers import WorkerView
 from cascade_protocol.peer_auth import secret_name
@@ -70,35 +71,45 @@ class Controller:
         self.cluster = cluster
         self.cfg = cfg
         self.metrics = metrics or OperatorMetrics()
-        self._locks: defaultdict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
-        self._guard = threading.Lock()
+        self._serial = Serial()
         self.plans = PlanDriver(cluster, workers or WorkerClient())
+        self.hops = HopLatency.configured(
+            cfg.hop_latency_s, cfg.step_latency_s, cfg.learn_hop_latency
+        )
         self.autoscaler = autoscaler or Autoscaler(cluster)
         self._nodes: list[Body] = []
         self._nodes_read = -NODES_TTL_S
         # Deployments whose weights are moving: the fast timer reconciles these.
         self._moving: set[tuple[str, str]] = set()
+        # IPs of running pods whose worker did not answer yet (handlers.poll_starting).
+        self._starting: dict[tuple[str, str], list[str]] = {}
 
     def moving(self, namespace: str, name: str) -> bool:
         return (namespace, name) in self._moving
 
-    def _lock(self, namespace: str, name: str) -> threading.Lock:
-        with self._guard:
-            return self._locks[(namespace, name)]
+    def answering(self, namespace: str, name: str) -> bool:
+        """A pod whose worker did not answer at the last reconcile answers now: a plan
+        can start for it (probed only while such pods exist)."""
+        ips = self._starting.get((namespace, name))
+        return bool(ips) and self.plans.http.answering(ips or [])
 
     def reconcile(self, namespace: str, name: str, *, autoscale: bool = False) -> None:
-        """Converge one deployment; `autoscale`: this is an autoscaler tick."""
-        with self._lock(namespace, name):
-            body = self.cluster.get_md(namespace, name)
-            if body is None or body["metadata"].get("deletionTimestamp"):
-                return
-            began, failed = time.monotonic(), True
-            try:
-                self._reconcile(body, autoscale)
-                failed = False
-            finally:
-                seconds = time.monotonic() - began
-                self.metrics.reconciled(MdRef.of(body), seconds, failed=failed)
+        """Converge one deployment; `autoscale`: this is an autoscaler tick (never
+        coalesced into a waiting reconcile: the tick is what it adds)."""
+        work = partial(self._run, namespace, name, autoscale)
+        self._serial.run((namespace, name), work, coalesce=not autoscale)
+
+    def _run(self, namespace: str, name: str, autoscale: bool) -> None:
+        body = self.cluster.get_md(namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return
+        began, failed = time.monotonic(), True
+        try:
+            self._reconcile(body, autoscale)
+            failed = False
+        finally:
+            seconds = time.monotonic() - began
+            self.metrics.reconciled(MdRef.of(body), seconds, failed=failed)
 
     def autoscale(self, namespace: str, name: str, spec: Body) -> None:
         """The autoscaler's timer: a tick for deployments whose replicas Cascade owns."""
@@ -123,9 +134,17 @@ class Controller:
         pods, hosts = [p for p in pods if p not in lost], [p for p in hosts if p not in lost]
         self._authorize(ref, pods + hosts)
         workers = self.plans.workers(pods + hosts)
-        got = self.plans.gather(ref, pods + hosts, workers, spec.host_copies) if spec else None
-        deployment, service = self.cluster.get_gateway(ns, builders.gateway_name(ref.name))
         now = utcnow()
+        plans, moving, plan_events = None, False, []
+        if spec is not None:  # weights first: a target's orders wait for nothing else here
+            got = self.plans.gather(ref, pods + hosts, workers, spec.host_copies, self._nodes)
+            with planning_with(self.hops.costs()):  # the learned start costs
+                outcome = self.plans.tick(ref, generation, spec, got, now)
+            self.metrics.plans_ended(ref, outcome.ended)
+            self.hops.observe(e.hop for e in outcome.ended)
+            plans = PlanState(outcome.decision.condition, outcome.decision.current_plan)
+            moving, plan_events = outcome.moving, outcome.events
+        deployment, service = self.cluster.get_gateway(ns, builders.gateway_name(ref.name))
         scaling, scale_events = None, []
         if spec is not None:
             facts = (
@@ -159,14 +178,9 @@ class Controller:
         self._inference_pool(body, pods, workers)
         events = [*scale_events, *decision.events, *copies.events, *profile.events]
         events += [lost_event(lost)] if lost else []
-        plans, moving = None, False
-        if spec is not None and got is not None:
-            outcome = self.plans.tick(ref, generation, spec, got, now)
-            events += outcome.events
-            self.metrics.plans_ended(ref, outcome.ended)
-            plans = PlanState(outcome.decision.condition, outcome.decision.current_plan)
-            moving = outcome.moving
+        events += plan_events
         (self._moving.add if moving or suspect else self._moving.discard)((ns, ref.name))
+        self._starting[(ns, ref.name)] = [w.ip for w in workers if w.alive and not w.phase and w.ip]
         modes = {w.name: w.mode for w in workers if w.mode is not None}
         startups = {w.name: w.startup for w in workers if w.startup is not None}
         self.metrics.observed(ref, pods, modes, startups)
@@ -268,8 +282,9 @@ class Controller:
 
     def cleanup(self, namespace: str, name: str) -> int:
         """Delete what the ModelDeployment owns; returns how many pods remain terminating."""
-        with self._lock(namespace, name):
+        with self._serial.lock((namespace, name)):
             self.metrics.forget(namespace, name)
+            self._starting.pop((namespace, name), None)
             return self.cluster.delete_owned(namespace, name)
 
 

@@ -5,8 +5,11 @@ Reconciling is level-triggered (every watch event of the ModelDeployment, its po
 its gateway, its ScalePlans or its profile Job, plus a periodic resync), so a missed
 event or an operator restart costs one resync, never a wrong state. Workers' transfer
 progress makes no API events, so while weights move (`Controller.moving`) a fast timer
-reconciles every second. The Cascade autoscaler ticks on its own timer
-(AUTOSCALE_SECONDS), never on watch events.
+reconciles every second. A worker starting to answer makes no event either (its pod was
+Running already), and a plan should start within a second of it: while a deployment
+has running pods whose worker did not answer, a cheaper timer probes just their status
+every STARTING_POLL_S and reconciles the moment one answers. The Cascade autoscaler
+ticks on its own timer (AUTOSCALE_SECONDS), never on watch events.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import kopf
 
 from cascade_api import constants as c
 from cascade_operator.clients.kube import Cluster, load_config
-from cascade_operator.config import AUTOSCALE_SECONDS, OperatorConfig
+from cascade_operator.config import AUTOSCALE_SECONDS, STARTING_POLL_S, OperatorConfig
 from cascade_operator.controller import Controller, owner_of
 from cascade_operator.metrics import OperatorMetrics
 
@@ -74,6 +77,14 @@ def poll_moving(body: kopf.Body, **_: Any) -> None:
     """Follow a ScalePlan's progress (and a loading worker) closely while weights move."""
     namespace, name = body.metadata["namespace"], body.metadata["name"]
     if not body.metadata.get("deletionTimestamp") and controller().moving(namespace, name):
+        controller().reconcile(namespace, name)
+
+
+@kopf.timer(c.GROUP, c.VERSION, c.MD_PLURAL, interval=STARTING_POLL_S, initial_delay=1.0)
+def poll_starting(body: kopf.Body, **_: Any) -> None:
+    """Reconcile as soon as a starting worker answers, so its plan starts at once."""
+    namespace, name = body.metadata["namespace"], body.metadata["name"]
+    if not body.metadata.get("deletionTimestamp") and controller().answering(namespace, name):
         controller().reconcile(namespace, name)
 
 

@@ -50,7 +50,8 @@ class PlanRequest:
     # What each source holds, when known; sources missing a block are not used.
     holdings: Mapping[str, Collection[int]] | None = None
     chunk_bytes: int = 1 << 20  # the executor's chunk: a chain hop's fill
-    hop_latency_s: float = 0.0  # per hop (chain) or per step (binomial) start cost
+    hop_latency_s: float = 0.0  # start cost per chain hop (and per binomial step ...)
+    step_latency_s: float | None = None  # ... unless this is set: per binomial step
     # Live scale-ups: sources may serve as the last stage of an execution pipeline.
     source_stages: bool = False
     cooperative: bool = False  # ... from the target's first block (BlitzScale 5.2)
@@ -79,7 +80,8 @@ def plan(request: PlanRequest, topo: Topology) -> ScalePlanSpec:
     chain = _build(PlanStrategy.CHAIN, request, blocks, offers, k, topo)
     groups = kway_groups(offers[:k], request.targets, len(blocks), k, topo, request.pod_node)
     sizes = {b.index: b.bytes for b in blocks}
-    ends = step_ends(groups, sizes, topo, request.pod_node, len(blocks), request.hop_latency_s)
+    step = start_cost(request, PlanStrategy.BINOMIAL)
+    ends = step_ends(groups, sizes, topo, request.pod_node, len(blocks), step)
     timed = shown(completion(groups, len(blocks), ends))
     if not _binomial_wins(timed, chain.prediction.completion):
         _auto_reason(chain, PlanStrategy.BINOMIAL, timed)
@@ -110,6 +112,13 @@ def _prepare(
     blocks = _validate(request)
     offers, pruned = _offers(request, topo)
     return strategy, blocks, offers, pruned, _k(request, strategy, len(offers), pruned)
+
+
+def start_cost(request: PlanRequest, strategy: str) -> float:
+    """The per-hop (chain) or per-step (binomial) start cost a plan is predicted with."""
+    if strategy == PlanStrategy.BINOMIAL and request.step_latency_s is not None:
+        return request.step_latency_s
+    return request.hop_latency_s
 
 
 def _binomial_wins(binomial: float, chain: float) -> bool:
@@ -211,6 +220,7 @@ def _build(
         sources=[by_pod[o.pod] for o in used],
         targets=list(request.targets),
         strategy=PlanStrategy(strategy),
+        hop_latency_seconds=start_cost(request, strategy),
     )
     members: list[list[str]] | None = None
     if strategy == PlanStrategy.CHAIN:
@@ -232,7 +242,7 @@ def _build(
         topo,
         request.pod_node,
         chunk_bytes=request.chunk_bytes,
-        hop_latency_s=request.hop_latency_s,
+        hop_latency_s=spec.hop_latency_seconds,
         groups=members,
         source_stages=request.source_stages,
         cooperative=request.cooperative,

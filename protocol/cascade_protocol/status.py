@@ -120,6 +120,9 @@ class StartupInfo(Report):
     """How this worker started: when, each stage's seconds, where its weights came from."""
 
     process_started_at: float  # wall clock (epoch seconds) the process was created
+    # Wall clock its control API started listening: from then on the operator may plan
+    # for it (a ScalePlan's targetAnsweredTime is its targets' earliest).
+    listening_at: float | None = None
     stages: dict[StartupStage, float] = Field(default_factory=dict)
     weights_from: WeightsFrom | None = None
     weights_bytes: int = 0
@@ -174,6 +177,9 @@ class WorkerStatus(Report):
     rss_bytes: int = 0  # the worker process's resident memory (0 where unknown)
     error: str | None = None  # why the last job failed
     last_transfer: TransferReport | None = None
+    # Wall clock the first bytes of the running (else the last) transfer landed here as a
+    # target; None before any did. A ScalePlan's firstByteTime is its targets' earliest.
+    first_byte_at: float | None = None
     last_load: LoadReport | None = None  # the last successful load from storage
     # Serving: the engine's phase, why it failed, its bounds and current batch.
     serving: bool = False  # engine == serving

@@ -8,7 +8,7 @@ cluster runs.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +243,28 @@ def test_rdma_is_off_unless_a_resource_is_named(render: Render) -> None:
     assert rdma_env("rdma.resourceName=rdma/rdma_shared_device_a", "rdma.count=2") == {
         "CASCADE_RDMA_RESOURCE": "rdma/rdma_shared_device_a",
         "CASCADE_RDMA_COUNT": "2",
+    }
+
+
+def test_the_planner_hop_latency_becomes_env(render: Render, tmp_path: Path) -> None:
+    def hop_env(extra: Sequence[str] = ()) -> dict[str, str]:
+        manifests = render(extra=extra)
+        [container] = operator_deployment(manifests)["spec"]["template"]["spec"]["containers"]
+        return {
+            e["name"]: e["value"]
+            for e in container["env"]
+            if "HOP" in e["name"] or "STEP" in e["name"]
+        }
+
+    assert hop_env() == {"CASCADE_HOP_LATENCY_S": "0", "CASCADE_HOP_LEARN": "true"}
+    fitted = tmp_path / "planner.yaml"  # --set would pass 0.02 as a string
+    fitted.write_text(
+        "planner: {hopLatencySeconds: 0, stepLatencySeconds: 0.007, learnHopLatency: false}\n"
+    )
+    assert hop_env(["-f", str(fitted)]) == {
+        "CASCADE_HOP_LATENCY_S": "0",
+        "CASCADE_STEP_LATENCY_S": "0.007",
+        "CASCADE_HOP_LEARN": "false",
     }
 
 

@@ -2,9 +2,10 @@
 
 A one-replica ModelDeployment of the example model serves (its pod loads from storage:
 no copy exists anywhere). Scaling it to 6 makes 5 pods that start awaiting weights
-(CASCADE_SERVE=await: they never read the checkpoint); the operator plans one
-ScalePlan from the running instance, dispatches it, follows its progress, and once it
-is Completed tells the targets to serve. Every new pod then generates pod 0's greedy
+(CASCADE_SERVE=await: they never read the checkpoint); the operator plans ScalePlans
+from the holders as the targets answer (issue 15: no gather wait, so one or a few
+plans), dispatches them, follows their progress, and once a target holds the model it
+serves. Every new pod then generates pod 0's greedy
 tokens. A second scale-up kills the operator while its plan runs and starts a new one:
 the plan completes (or is repaired), and no second plan is made for the same targets.
 
@@ -115,6 +116,11 @@ def worker_status(pod: dict[str, Any]) -> dict[str, Any]:
     return dict(doc)
 
 
+def completed_targets(ns: Namespace) -> list[str]:
+    """Targets of Completed plans, each as often as a plan names it."""
+    return [t for p in plans(ns) if phase(p) == "Completed" for t in p["spec"]["targets"]]
+
+
 def serve_mode(pod: dict[str, Any]) -> str:
     env = pod["spec"]["containers"][0]["env"]
     return str(next(e.get("value") for e in env if e["name"] == "CASCADE_SERVE"))
@@ -134,7 +140,7 @@ def start_one(ns: Namespace) -> list[int]:
     return tokens(first)
 
 
-def test_scale_1_to_6_streams_weights_along_one_plan(
+def test_scale_1_to_6_streams_weights_along_plans(
     cluster: tuple[Namespace, Operator],
 ) -> None:
     ns, _ = cluster
@@ -142,22 +148,29 @@ def test_scale_1_to_6_streams_weights_along_one_plan(
     begun = time.monotonic()
     scale(ns, 6)
     wait_for("a ScalePlan", lambda: len(plans(ns)) >= 1, timeout=60)
-    wait_for("plan Completed", lambda: phase(plans(ns)[0]) == "Completed", timeout=240)
+    targets = [f"{MD}-{i}" for i in range(1, 6)]
+    wait_for("5 targets covered", lambda: sorted(completed_targets(ns)) == targets, timeout=240)
     wait_for("6 workers ready", lambda: len(ns.ready_pods(MD)) == 6, timeout=120)
     elapsed = time.monotonic() - begun
     print(ns.kubectl("get", "sp"))
-    [plan] = plans(ns)  # exactly one plan for the 5 targets
-    report(plan)
-    print(f"scale 1 -> 6 to 6 Ready: {elapsed:.1f} s")
-    assert sorted(plan["spec"]["targets"]) == [f"{MD}-{i}" for i in range(1, 6)]
-    assert plan["status"]["progress"] == "5/5"
-    measured = [t.get("transferSeconds") for t in plan["status"]["targets"]]
-    assert all(m is not None and m > 0 for m in measured), plan["status"]["targets"]
-    assert plan["status"]["measuredCompletionSeconds"] == max(measured)
+    # Plans start as soon as a target answers (no gather wait): the 5 targets may come
+    # in a few plans (a first one, then follow-ups or plans after it), each target in one.
+    done = [p for p in plans(ns) if phase(p) == "Completed"]
+    for plan in done:
+        report(plan)
+        n = len(plan["spec"]["targets"])
+        assert plan["status"]["progress"] == f"{n}/{n}"
+        measured = [t.get("transferSeconds") for t in plan["status"]["targets"]]
+        assert all(m is not None and m > 0 for m in measured), plan["status"]["targets"]
+        assert plan["status"]["measuredCompletionSeconds"] == max(measured)
+    print(f"scale 1 -> 6 to 6 Ready: {elapsed:.1f} s in {len(done)} plan(s)")
     for pod in ns.ready_pods(MD)[1:]:
         assert serve_mode(pod) == "await"  # it never read the checkpoint
         st = worker_status(pod)
-        assert st["bytesReceived"] > 0 and st["lastTransfer"]["complete"], st
+        # Its weights came from peers; a target that completed may have sent in a later
+        # plan since (its last transfer is then a source's, with no bytes received).
+        assert st["startup"]["weightsFrom"] == "peer" and st["startup"]["weightsBytes"] > 0, st
+        assert st["lastTransfer"]["complete"], st
         assert tokens(pod) == reference
     md = json.loads(ns.kubectl("get", "md", MD, "-o", "json"))
     planned = next(c for c in md["status"]["conditions"] if c["type"] == "Planned")

@@ -268,6 +268,9 @@ class FakeWorkers:
     def statuses(self, ips: Sequence[str | None]) -> list[WorkerStatus | None]:
         return [self.by_ip.get(ip) if ip else None for ip in ips]
 
+    def answering(self, ips: Sequence[str], timeout_s: float = 0.25) -> bool:
+        return any(ip in self.by_ip for ip in ips)
+
     def manifest(self, ip: str) -> ManifestInfo | None:
         held = self.by_ip.get(ip)
         if held is None or held.model_digest is None:

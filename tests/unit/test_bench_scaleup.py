@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cascade_bench.scaleup import table, timings
+import pytest
+
+from cascade_bench.scaleup import hop_fit, table, timings
 
 
 def plan_body(measured: dict[str, float | None], predicted_total: float) -> dict[str, Any]:
@@ -68,3 +70,20 @@ def test_table_lists_targets_and_the_plan() -> None:
     text = table(doc)
     assert "m-2" in text and "10.900" in text and "1.090" in text
     assert "within 15%: yes" in text and "scale 1 -> 3" in text
+
+
+def test_the_report_fits_a_per_hop_start_cost() -> None:
+    # Two hops predicted 10.0 s at h=0, measured 10.4 s: 0.2 s per hop.
+    plan = timings(plan_body({"m-1": 5.2, "m-2": 10.4}, 10.0))
+    assert (plan["network"]["hops"], plan["hop_latency_s"]) == (2, 0.0)
+    assert "network (slowest)" in table(
+        {
+            "from": 1,
+            "to": 3,
+            "wall": {"plan_s": 1.0, "completed_s": 2.0, "ready_s": 3.0},
+            "plans": [plan],
+        }
+    )
+    assert hop_fit([plan])["chain"] == pytest.approx(0.2)
+    assert hop_fit([plan])["binomial"] is None
+    assert hop_fit([timings(plan_body({"m-1": 5.0, "m-2": None}, 10.0))])["chain"] is None

@@ -46,7 +46,9 @@ class World:
     blocks: list[Block] | None = field(default_factory=lambda: list(BLOCKS))
     policy: PlanPolicy = POLICY
 
-    def tick(self, now: datetime, apply: bool = True) -> PlanDecision:
+    def tick(self, now: datetime, apply: bool = True, deliver: bool = True) -> PlanDecision:
+        """One reconcile; `deliver=False`: its transfer orders did not reach the workers,
+        so (as the driver does) their plans keep the status they had (a new one: Pending)."""
         ws = list(self.workers.values())
         pool = decide_pool(PoolInput(ws, self.spec.host_copies))
         inp = PlansInput(
@@ -61,7 +63,10 @@ class World:
         )
         d = decide_plans(inp, now, self.policy)
         if apply:
-            self.apply(d, now)
+            lost = {o.plan for o in d.transfers} if not deliver else set()
+            sent = [o for o in d.transfers if o.plan not in lost]
+            patches = [p for p in d.patches if p.plan not in lost]
+            self.apply(replace(d, transfers=sent, patches=patches), now)
         return d
 
     def apply(self, d: PlanDecision, now: datetime) -> None:
@@ -104,9 +109,10 @@ def at(seconds: float) -> datetime:
 
 def test_create_dispatch_throttled_progress_complete_serve() -> None:
     w = world(holder("llama-0"), idle("llama-1"), idle("llama-2"))
-    # Tick 1: a plan for the two empty pods, nothing sent yet.
-    d = w.tick(at(0))
-    assert len(d.create) == 1 and d.transfers == []
+    # Tick 1: a plan for the two empty pods, dispatched at once (created before its
+    # orders go out): every participant gets its order; the plan runs.
+    d = w.tick(at(1))
+    assert len(d.create) == 1
     m = d.create[0]
     assert m["kind"] == c.SP_KIND and m["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     assert m["metadata"]["labels"][c.LABEL_DEPLOYMENT] == "llama"
@@ -115,9 +121,7 @@ def test_create_dispatch_throttled_progress_complete_serve() -> None:
     assert m["spec"]["targets"] == ["llama-1", "llama-2"]
     assert d.current_plan == m["metadata"]["name"]
     assert (w.planned().status, w.planned().reason) == ("True", "PlanCreated")
-    assert [e.reason for e in d.events] == ["ScalePlanCreated"]
-    # Tick 2: every participant gets its order; the plan runs.
-    d = w.tick(at(1))
+    assert [e.reason for e in d.events] == ["ScalePlanCreated", "ScalePlanDispatched"]
     assert sorted(o.pod for o in d.transfers) == ["llama-0", "llama-1", "llama-2"]
     order = d.transfers[0]
     assert order.pod == "llama-0" and order.address == f"10.0.0.0:{c.WORKER_PORT}"
@@ -169,7 +173,8 @@ def test_create_dispatch_throttled_progress_complete_serve() -> None:
 
 
 def running(w: World, now: datetime) -> PlanView:
-    w.tick(now)
+    """Tick once: the plan is made and dispatched, started a second later than `now`
+    (the tests' timelines count from the second tick of the two it once took)."""
     w.tick(now + timedelta(seconds=1))
     return w.only()
 
@@ -199,18 +204,20 @@ def test_failure_repairs_from_the_holders_left_excluding_dead_peers() -> None:
 
 def test_repairs_are_bounded_then_the_pod_is_replaced() -> None:
     w = world(holder("llama-0"), idle("llama-1"), policy=PlanPolicy(max_repairs=1))
-    for attempt, t in ((1, 0.0), (2, 100.0)):
-        plan = running(w, at(t))
-        assert plan.name and w.plans[plan.name].spec.targets == ["llama-1"]
-        assert plan.attempt == attempt
-        w.set("llama-1", phase="failed", missing=(7,))
-        d = w.tick(at(t + 10))
-        assert w.plans[plan.name].status.phase == PlanPhase.FAILED
-        w.set("llama-1", phase="idle")
+    plan = running(w, at(0))
+    assert plan.attempt == 1 and plan.spec.targets == ["llama-1"]
+    w.set("llama-1", phase="failed", missing=(7,))
+    w.tick(at(10))  # failed; the repair is made and dispatched in the same tick
+    assert w.plans[plan.name].status.phase == PlanPhase.FAILED
+    repair = w.only()
+    assert repair.attempt == 2 and repair.spec.targets == ["llama-1"]
+    w.set("llama-1", phase="failed", missing=(7,))
+    d = w.tick(at(20))
+    assert w.plans[repair.name].status.phase == PlanPhase.FAILED
     assert d.create == [] and d.replace_pods == ["llama-1"]
     assert "ReplacingTargets" in [e.reason for e in d.events]
     # The replacement pod (same name, newer) starts afresh.
-    w.set("llama-1", created=at(200), missing=())
+    w.set("llama-1", created=at(200), phase="idle", missing=())
     assert len(w.tick(at(201)).create) == 1
 
 
@@ -236,13 +243,13 @@ def test_timeout_fails_the_plan_and_replaces_stuck_targets() -> None:
 
 def test_scale_up_supersedes_a_pending_plan() -> None:
     w = world(holder("llama-0"), idle("llama-1"))
-    first = w.tick(at(0)).create[0]["metadata"]["name"]
+    first = w.tick(at(0), deliver=False).create[0]["metadata"]["name"]  # stays Pending
     w.workers["llama-2"] = idle("llama-2")
     d = w.tick(at(1))
-    assert d.transfers == []
     assert w.plans[first].status.phase == PlanPhase.CANCELLED
     assert w.plans[first].status.conditions[-1].reason == "Superseded"
     assert d.create[0]["spec"]["targets"] == ["llama-1", "llama-2"]
+    assert {o.plan for o in d.transfers} == {d.create[0]["metadata"]["name"]}
 
 
 def test_scale_down_cancels_a_running_plan_and_replans_the_rest() -> None:
@@ -259,31 +266,28 @@ def test_scale_down_cancels_a_running_plan_and_replans_the_rest() -> None:
     assert d.create[0]["metadata"]["labels"][ATTEMPT_LABEL] == "1"  # a cancel is no failure
 
 
-def test_pending_plan_waits_for_starting_pods_then_covers_them() -> None:
+def test_a_plan_starts_without_waiting_for_starting_pods() -> None:
     young = idle("llama-2", alive=False, starting=True, created=at(0.5), ip=None, phase=None)
     w = world(holder("llama-0"), idle("llama-1", created=at(0)), young)
-    d = w.tick(at(1))
-    assert d.create == [] and w.planned().reason == "WaitingForPods"
-    w.workers["llama-2"] = idle("llama-2", created=at(0.5))
-    assert w.tick(at(3)).create[0]["spec"]["targets"] == ["llama-1", "llama-2"]
-
-
-def test_a_later_scale_ups_pods_do_not_hold_back_a_ready_target() -> None:
-    later = idle("llama-2", alive=True, created=at(9), phase=None)  # status not answered
-    w = world(holder("llama-0"), idle("llama-1", created=at(0)), later)
-    assert w.tick(at(10)).create[0]["spec"]["targets"] == ["llama-1"]
+    d = w.tick(at(1))  # no gather wait: llama-1 answers, so its plan starts now
+    assert d.create[0]["spec"]["targets"] == ["llama-1"]
+    assert {o.pod for o in d.transfers} == {"llama-0", "llama-1"}
+    assert w.planned().reason == "PlanCreated"
+    # Nothing to plan, a pod still starting: the condition names it.
+    w2 = world(holder("llama-0"), young)
+    assert w2.tick(at(1)).create == [] and w2.planned().reason == "WaitingForPods"
 
 
 def test_restart_is_idempotent() -> None:
     w = world(holder("llama-0"), idle("llama-1"))
     # A crash before the create landed: the restarted operator derives the same name.
     lost = w.tick(at(0), apply=False).create[0]["metadata"]["name"]
-    d = w.tick(at(5))
+    d = w.tick(at(5), apply=False)
     assert d.create[0]["metadata"]["name"] == lost
     # A crash after dispatch but before the status write: the plan is still Pending while
     # the workers already transfer. It is re-sent (at-least-once) and marked Running,
     # neither cancelled nor duplicated.
-    w.tick(at(6), apply=False)
+    w.tick(at(5), deliver=False)
     w.set("llama-1", phase="transferring", model_digest="m1", blocks_total=B)
     w.set("llama-0", phase="transferring")
     d = w.tick(at(7))
@@ -293,7 +297,7 @@ def test_restart_is_idempotent() -> None:
 
 def test_names_never_collide_with_finished_plans() -> None:
     w = world(holder("llama-0"), idle("llama-1"))
-    first = w.tick(at(0)).create[0]["metadata"]["name"]
+    first = w.tick(at(0), deliver=False).create[0]["metadata"]["name"]
     w.set("llama-0", alive=False)  # the only source goes away before dispatch
     w.tick(at(1))
     assert w.plans[first].status.phase == PlanPhase.CANCELLED
@@ -304,7 +308,7 @@ def test_names_never_collide_with_finished_plans() -> None:
 
 def test_two_active_plans_keep_the_older() -> None:
     w = world(holder("llama-0"), idle("llama-1"))
-    name = w.tick(at(0)).create[0]["metadata"]["name"]
+    name = w.tick(at(0), deliver=False).create[0]["metadata"]["name"]
     dup = replace(w.plans[name], name="llama-other", created=at(1))
     w.plans[dup.name] = dup
     d = w.tick(at(2))
@@ -354,6 +358,9 @@ def test_manifest_source_only_when_a_plan_may_be_made() -> None:
     pool = decide_pool(PoolInput(ws, 1))
     assert manifest_source(pool, ws) == "llama-0"
     assert manifest_source(pool, ws[:1]) is None
+    # Fetched while a pod starts too: the first target's plan does not wait for it.
+    starting = idle("llama-2", alive=False, starting=True, ip=None, phase=None)
+    assert manifest_source(pool, [ws[0], starting]) == "llama-0"
 
 
 def test_finished_plans_beyond_history_are_deleted_oldest_first() -> None:

@@ -144,6 +144,35 @@ def test_measured_completion_is_the_slowest_targets_own_clock() -> None:
     assert aggregate(SPEC, early, {"a": a, "b": b}, T0).measured_completion_seconds == 3.0
 
 
+def test_start_delay_from_the_first_answer_to_the_first_byte() -> None:
+    t0 = T0.timestamp()
+    running = ScalePlanStatus(phase=PlanPhase.RUNNING, start_time=T0)
+    a = w("a", phase="transferring", model_digest="m1", listening_at=t0 - 0.5)
+    b = w("b", phase="transferring", model_digest="m1", listening_at=t0 - 0.2)
+    status = aggregate(SPEC, running, {"a": a, "b": b}, T0)
+    assert status.target_answered_time == T0 - timedelta(seconds=0.5)
+    assert status.first_byte_time is None and status.start_delay_seconds is None
+    assert should_patch(running, status, SPEC, T0, T0, POLICY)  # a new time: written once
+    # b's first bytes land 0.3 s after dispatch: 0.8 s after a, the first, answered.
+    b = w("b", phase="transferring", model_digest="m1", first_byte_at=t0 + 0.3)
+    later = aggregate(SPEC, status, {"a": a, "b": b}, T0)
+    assert later.first_byte_time == T0 + timedelta(seconds=0.3)
+    assert later.start_delay_seconds == 0.8
+    # A time once recorded only moves earlier; a complete target keeps reporting its own.
+    a = w("a", phase="ready", model_digest="m1", blocks_loaded=10, blocks_total=10,
+          first_byte_at=t0 + 0.1)  # fmt: skip
+    b = w("b", phase="transferring", model_digest="m1", first_byte_at=t0 + 0.9)
+    kept = aggregate(SPEC, later, {"a": a, "b": b}, T0)
+    assert kept.first_byte_time == T0 + timedelta(seconds=0.1) and kept.start_delay_seconds == 0.6
+    # An earlier transfer's first byte (a target an earlier plan failed, before this
+    # plan's dispatch or not in this transfer) is not this plan's.
+    stale = {
+        "a": w("a", phase="failed", model_digest="m1", first_byte_at=t0 + 0.2),
+        "b": w("b", phase="transferring", model_digest="m1", first_byte_at=t0 - 3.0),
+    }
+    assert aggregate(SPEC, running, stale, T0).first_byte_time is None
+
+
 def progress(a: int, b: int, phase: PlanPhase = PlanPhase.RUNNING) -> ScalePlanStatus:
     targets = [
         TargetProgress(pod="a", blocks_received=a),

@@ -181,13 +181,19 @@ def test_transfer_order_is_answered_while_the_transfer_path_still_loads(
                 status, doc = await w.call("POST", "/v1/control/transfer", body)
                 assert status == 202, doc
                 assert time.monotonic() - t0 < 1.0
-            assert (await b.status())["phase"] == "transferring"
+            sb_before = await b.status()
+            assert sb_before["phase"] == "transferring"
             status, doc = await b.call("POST", "/v1/control/transfer", body)
             assert status == 409 and "busy" in doc["error"]  # the slot is taken meanwhile
+            assert sb_before["firstByteAt"] is None  # cleared for this transfer
+            began = time.time()
             loaded.set()
             sb = await b.wait_phase("ready", "failed")
             assert sb["phase"] == "ready" and sb["lastTransfer"]["complete"], sb
-            assert (await a.wait_phase("ready"))["lastTransfer"]["role"] == "source"
+            # The target says when the plan's first bytes landed (its own clock).
+            assert began <= sb["firstByteAt"] <= time.time()
+            sa = await a.wait_phase("ready")
+            assert sa["lastTransfer"]["role"] == "source" and sa["firstByteAt"] is None
 
     run(go)
 

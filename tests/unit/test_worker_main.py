@@ -57,6 +57,7 @@ def test_status_reports_identity_and_idle_phase() -> None:
         "storeBytes": 0,
         "error": None,
         "lastTransfer": None,
+        "firstByteAt": None,
         "lastLoad": None,
         "serving": False,
         "draining": False,

@@ -71,3 +71,13 @@ def test_the_engine_build_splits_as_the_engine_reports_it() -> None:
     plain.engine(object(), 1.5)  # an engine that reports nothing: all of it is engine_init
     assert plain.info.stages[StartupStage.ENGINE_INIT] == 1.5
     assert StartupStage.KV_SIZING not in plain.info.stages
+
+
+def test_listening_is_stamped_once_after_the_process_began() -> None:
+    s = Startup(CollectorRegistry())
+    assert s.info.listening_at is None
+    s.listening()
+    first = s.info.listening_at
+    s.listening()
+    assert first is not None and s.info.listening_at == first
+    assert s.info.process_started_at <= first <= time.time()

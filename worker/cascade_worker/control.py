@@ -148,6 +148,8 @@ async def start_transfer(ctl: Control, req: TransferRequest, *, claimed: bool = 
         if not claimed:
             state.claim(WorkerPhase.TRANSFERRING, keeps_store=role.is_source)
             claimed = True
+        if not role.is_source:
+            state.last_first_byte = None  # this transfer's first byte is still to come
     except RequestError:
         if claimed:
             state.release()
@@ -216,6 +218,8 @@ async def _run_transfer(ctl: Control, req: TransferRequest, store: BlockStore | 
         report = TransferReport(role=role, complete=False, missing=missing, error=str(exc))
     if node is not None and node.store is not None:
         state.store = node.store
+    if node is not None and role == TransferRole.TARGET:
+        state.last_first_byte = node.first_byte_at
     if role == TransferRole.TARGET and report.complete_s is not None:
         ctl.startup.weights(weights_from(req), report.bytes_received, report.complete_s)
     if not report.complete:

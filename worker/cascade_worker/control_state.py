@@ -30,6 +30,9 @@ class WorkerState:
     last_transfer: TransferReport | None = None
     last_load: LoadReport | None = None  # the last successful load from storage
     bytes_received_total: int = 0
+    # When the last transfer's first bytes landed here as a target (wall clock); the
+    # running transfer's node knows its own (`first_byte_at`).
+    last_first_byte: float | None = None
     serving: bool = False  # an engine runs (or starts) on `store`
 
     def claim(self, job: WorkerPhase, *, keeps_store: bool = False) -> None:
@@ -97,6 +100,13 @@ class WorkerState:
             return sum(store.manifest.blocks[i].nbytes for i in store.held())
         return self.last_transfer.bytes_received if self.last_transfer else 0
 
+    @property
+    def first_byte_at(self) -> float | None:
+        """Wall clock the running (else the last) transfer's first bytes landed here."""
+        if self.node is not None and not self.node.role.is_source:
+            return self.node.first_byte_at
+        return self.last_first_byte
+
     def held_model(self) -> BlockStore:
         """The complete store, or RequestError(409) saying why there is none."""
         if self.store is None or not self.store.complete():
@@ -116,6 +126,7 @@ class WorkerState:
                 "bytes_received": self.bytes_received,
                 "error": self.error,
                 "last_transfer": self.last_transfer,
+                "first_byte_at": self.first_byte_at,
                 "last_load": self.last_load,
             }
         )

@@ -128,7 +128,12 @@ async def run(config: WorkerConfig) -> None:
     listening: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     app = build_app(config)
     startup = app[CONTROL_KEY].startup
-    listening.add_done_callback(lambda _: preload(not config.host_copy, startup))
+
+    def listening_now(_: object) -> None:
+        startup.listening()
+        preload(not config.host_copy, startup)
+
+    listening.add_done_callback(listening_now)
     await serve(
         app, config.host, config.port, drain_seconds=config.drain_seconds, started=listening
     )

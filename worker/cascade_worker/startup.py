@@ -86,6 +86,11 @@ class Startup:
             self.record(StartupStage.WARMUP, warm_s)
         self.record(StartupStage.ENGINE_INIT, seconds - kv_s - warm_s)
 
+    def listening(self) -> None:
+        """The control API accepts connections: the operator may plan for this worker."""
+        if self.info.listening_at is None:
+            self.info.listening_at = time.time()
+
     def ready(self) -> None:
         if self.info.ready_at is None:
             self.info.ready_at = time.time()

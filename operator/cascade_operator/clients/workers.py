@@ -87,6 +87,13 @@ class WorkerClient:
         """Every worker's status, asked in parallel (one slow worker costs one timeout)."""
         return list(self._pool.map(self.status, ips))
 
+    def answering(self, ips: Sequence[str], timeout_s: float = 0.25) -> bool:
+        """Whether any of these workers answers its status now (a cheap probe of pods
+        whose control API was not up at the last reconcile)."""
+        urls = [pod_url(ip, c.WORKER_PORT, STATUS_PATH) for ip in ips]
+        found = self._pool.map(lambda u: get_typed(u, WorkerStatus, timeout_s), urls)
+        return any(s is not None for s in found)
+
     def manifest(self, ip: str) -> ManifestInfo | None:
         """GET /v1/control/manifest of a holder: its digest and block table."""
         url = pod_url(ip, c.WORKER_PORT, "/v1/control/manifest")

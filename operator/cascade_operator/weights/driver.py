@@ -16,13 +16,14 @@ The deployment's status (Planned condition, currentPlan) is assembled by the con
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_api.scaleplan import Block
-from cascade_operator.clients.kube import ApiError, Cluster
+from cascade_operator.clients.kube import ApiError, Body, Cluster
 from cascade_operator.clients.workers import WorkerClient
 from cascade_operator.events import EventNote
 from cascade_operator.observed import START_AWAIT, MdRef, PodView
@@ -50,6 +51,7 @@ class Gathered:
     pool: PoolDecision
     topo: Topology
     plans: list[PlanView]
+    read_at: float = field(default_factory=time.monotonic)  # just after the workers were read
 
 
 @dataclass
@@ -82,9 +84,16 @@ class PlanDriver:
         return [WorkerView.of(p, s) for p, s in zip(pods, statuses, strict=True)]
 
     def gather(
-        self, ref: MdRef, pods: list[PodView], workers: list[WorkerView], host_copies: int
+        self,
+        ref: MdRef,
+        pods: list[PodView],
+        workers: list[WorkerView],
+        host_copies: int,
+        nodes: list[Body] | None = None,
     ) -> Gathered:
-        topo = topology_from_nodes(self.cluster.list_nodes())
+        """`nodes`: a Node list read moments ago (the controller's, at most 2 s old), so
+        the tick that plans for a target that just answered lists no Nodes itself."""
+        topo = topology_from_nodes(self.cluster.list_nodes() if nodes is None else nodes)
         pool = decide_pool(PoolInput(workers, host_copies))
         plans = [
             PlanView.of(b, last_patch=self._last_patch.get((ref.namespace, b["metadata"]["name"])))
@@ -129,6 +138,9 @@ class PlanDriver:
         if d.load and storage_start_pending(got.pods, got.workers, now):
             d.load = []  # the first instance loads from storage at start already
         undelivered = self._create_and_dispatch(ns, d)
+        for plan in sorted({o.plan for o in d.transfers} - undelivered):
+            took = time.monotonic() - got.read_at
+            log.info("%s: %s dispatched %.3f s after its workers were read", ns, plan, took)
         unwritten = undelivered | self._write_statuses(ns, d, undelivered, now)
         self._serve_and_load(d, got.pods)
         for name in d.delete:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from cascade_api.scaleplan import PlanPhase, ScalePlanStatus
 from cascade_operator.weights.lifecycle import StatusPatch
 from cascade_operator.weights.plans import PlanView
+from cascade_planner.calibrate import HopSample, sample
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class PlanEnd:
     outcome: str  # Completed | Failed | Cancelled
     predicted_s: float | None  # spec.predictedCompletionSeconds
     measured_s: float | None  # status.measuredCompletionSeconds (Completed only)
+    hop: HopSample | None = None  # Completed and measured: a per-hop cost sample
 
 
 def plan_ends(
@@ -44,6 +46,7 @@ def plan_ends(
                 outcome=str(status.phase),
                 predicted_s=view.spec.predicted_completion_seconds,
                 measured_s=status.measured_completion_seconds,
+                hop=sample(view.spec, status) if status.phase == PlanPhase.COMPLETED else None,
             )
         )
     return ends

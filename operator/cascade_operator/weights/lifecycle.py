@@ -3,21 +3,27 @@ the plans to create, the orders to send, the status to write. Pure, `now` passed
 
 One tick, in order (each step a small function below):
 
-1. Active plans (at most one per deployment; a younger duplicate is cancelled).
-   Pending: still valid? (targets need weights, sources hold them, no new target
-   appeared) → dispatch (a TransferOrder per participant) and mark Running; else
-   Cancelled (Superseded) so a new plan covers the new set. Running: aggregate the
-   targets' progress (progress.aggregate), decide the phase (progress.verdict) and
-   write the status only when the throttle says so (progress.should_patch).
+1. Active plans: several may run, on disjoint pods (a follow-up beside the plan it
+   follows); a younger one that shares a target or a source with an older one is
+   cancelled as a Duplicate. Pending: still valid? (targets need weights, sources hold
+   them, no new target appeared) → dispatch (a TransferOrder per participant) and mark
+   Running; else Cancelled (Superseded) so a new plan covers the new set. Running:
+   aggregate the targets' progress (progress.aggregate), decide the phase
+   (progress.verdict) and write the status only when the throttle says so
+   (progress.should_patch).
 2. Orders that do not depend on a plan: serve every worker that holds the whole model
    with its engine off; load from storage when no copy exists (pool.py chose the pod).
    The `Planned` condition says what the lifecycle waits for; its transitions are told
    by the status assembler, like every other condition's.
-3. With no active plan: the targets are the workers that need weights (placed,
-   reachable, not out of repair attempts). Targets of Failed plans come back here, so a
-   repair is a new plan from the holders left, dead peers excluded, with its attempt
-   label one higher; after `max_repairs` repairs a target's pod is replaced instead.
-   The planner's PlanningError becomes `Planned=False` with its reason, never a crash.
+3. New plans (starts.py): the targets are the workers that can receive now (placed,
+   answering, not in an active plan, not out of repair attempts). With no plan active
+   they get one at once; with plans running, a follow-up now or a wait, whichever the
+   planner predicts faster (followup.py). A new plan is dispatched in the tick that
+   makes it (the driver creates it before sending its orders). Targets of Failed plans
+   come back here, so a repair is a new plan from the holders left, dead peers excluded,
+   with its attempt label one higher; after `max_repairs` repairs a target's pod is
+   replaced instead. The planner's PlanningError becomes `Planned=False` with its
+   reason, never a crash.
 4. Finished plans beyond `history` are deleted, oldest first.
 
 Everything is derived from API objects and worker statuses, so a restarted operator
@@ -27,18 +33,21 @@ finds its plan (or re-derives its name) instead of making a second one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
-from cascade_api.base import Condition, ConditionStatus
 from cascade_api.modeldeployment import ModelDeploymentSpec
-from cascade_api.scaleplan import Block, PlanPhase, ScalePlanSpec, ScalePlanStatus
-from cascade_operator.events import PLANNED, EventNote
-from cascade_operator.observed import MdRef
-from cascade_operator.weights.orders import LoadOrder, ServeOrder, TransferOrder, addressable
+from cascade_api.scaleplan import PlanPhase, ScalePlanSpec, ScalePlanStatus
+from cascade_operator.events import EventNote
+from cascade_operator.weights.decision import (
+    Manifest,
+    PlanDecision,
+    PlansInput,
+    StatusPatch,
+)
+from cascade_operator.weights.orders import LoadOrder, ServeOrder, addressable
 from cascade_operator.weights.orders import transfer_orders as orders_for
-from cascade_operator.weights.plans import PlanView, by_age, plan_manifest, plan_name
+from cascade_operator.weights.plans import PlanView, by_age
 from cascade_operator.weights.pool import PoolDecision
 from cascade_operator.weights.progress import (
     PlanPolicy,
@@ -49,52 +58,20 @@ from cascade_operator.weights.progress import (
     verdict,
     with_condition,
 )
-from cascade_operator.weights.targets import Refusal, Targets, choose_targets, make_plan
+from cascade_operator.weights.starts import follow_up, start_plan
+from cascade_operator.weights.targets import Targets, choose_targets
 from cascade_operator.weights.workers import WorkerView
-from cascade_planner import Topology
 from cascade_protocol.status import WorkerPhase
 
-Manifest = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class PlansInput:
-    ref: MdRef
-    generation: int
-    spec: ModelDeploymentSpec  # the accepted spec
-    workers: Sequence[WorkerView]
-    plans: Sequence[PlanView]  # ScalePlans owned by the deployment
-    topo: Topology
-    pool: PoolDecision  # pool.decide_pool over the same workers
-    # The block table of pool.model_digest (GET /v1/control/manifest from the pod
-    # `manifest_source` names); None when not fetched.
-    blocks: Sequence[Block] | None = None
-
-
-@dataclass(frozen=True)
-class StatusPatch:
-    plan: str
-    status: Manifest  # the whole ScalePlan status (merge-patch it onto /status)
-
-
-@dataclass
-class PlanDecision:
-    condition: Condition | None = None  # Planned: merge into the deployment's conditions
-    create: list[Manifest] = field(default_factory=list)  # ScalePlans to create
-    patches: list[StatusPatch] = field(default_factory=list)
-    transfers: list[TransferOrder] = field(default_factory=list)  # send, then patch
-    serve: list[ServeOrder] = field(default_factory=list)
-    load: list[LoadOrder] = field(default_factory=list)
-    delete: list[str] = field(default_factory=list)  # finished ScalePlans to delete
-    replace_pods: list[str] = field(default_factory=list)  # delete; reconcile recreates
-    events: list[EventNote] = field(default_factory=list)
-    current_plan: str | None = None  # for the deployment's status.currentPlan
+__all__ = ["Manifest", "PlanDecision", "PlansInput", "StatusPatch", "decide_plans"]
 
 
 def manifest_source(pool: PoolDecision, workers: Sequence[WorkerView]) -> str | None:
     """The pod whose block table the I/O layer should fetch before deciding (None: no
-    plan can be made now, skip the call). The table is immutable per digest: cache it."""
-    if not pool.sources or not any(w.needs_weights for w in workers):
+    plan can be made now, skip the call). The table is immutable per digest: cache it.
+    Fetched while pods start too, so the first target's plan does not wait for it."""
+    coming = any(w.needs_weights or w.starting or (w.alive and w.phase is None) for w in workers)
+    if not pool.sources or not coming:
         return None
     return pool.sources[0].pod
 
@@ -104,15 +81,18 @@ def decide_plans(inp: PlansInput, now: datetime, policy: PlanPolicy | None = Non
     workers = {w.name: w for w in inp.workers}
     out = PlanDecision()
     targets = choose_targets(inp.workers, inp.plans, inp.pool, now, policy)
+    live = [p for p in inp.plans if p.active]
+    lent = {s.pod for v in live for s in v.spec.sources}
     active: list[PlanView] = []
-    for view in by_age([p for p in inp.plans if p.active]):
-        if active:
-            message = f"{active[0].name} already covers this deployment"
+    for view in by_age(live):
+        older = next((a for a in active if _overlap(a.spec, view.spec)), None)
+        if older is not None:
+            message = f"{older.name} already covers its pods"
             _finish(out, view, view.status, PlanPhase.CANCELLED, "Duplicate", message, now)
         elif view.status.phase == PlanPhase.PENDING:
             if _pending(out, view, workers, targets, now, policy, inp.spec):
                 active.append(view)
-        elif _running(out, view, workers, now, policy):
+        elif _running(out, view, workers, now, policy, lent):
             active.append(view)
     # Plans that ended this tick count as ended for choosing targets (a repair's attempt).
     ended = {p.plan: p.status for p in out.patches}
@@ -128,12 +108,19 @@ def decide_plans(inp: PlansInput, now: datetime, policy: PlanPolicy | None = Non
         out.events.append(EventNote("Warning", "ReplacingTargets", message))
     if active:
         out.current_plan = active[0].name
-        spec = active[0].spec
-        _planned(inp, out, True, "PlanActive", f"{active[0].name}: {shape(spec)}")
+        made = follow_up(inp, out, active, targets, now, policy)
     else:
-        _new_plan(inp, out, targets)
+        made = start_plan(inp, out, targets, now)
+    if made is not None:  # dispatched now: its first bytes go out this tick
+        _pending(out, made, workers, targets, now, policy, inp.spec)
     out.delete = _expired(inp.plans, out, policy)
     return out
+
+
+def _overlap(a: ScalePlanSpec, b: ScalePlanSpec) -> bool:
+    """Two plans that may not run together: a shared target or a shared source."""
+    sources = {s.pod for s in a.sources} & {s.pod for s in b.sources}
+    return bool(sources or set(a.targets) & set(b.targets))
 
 
 def _updated(view: PlanView, status: Manifest | None) -> PlanView:
@@ -206,10 +193,12 @@ def _running(
     workers: dict[str, WorkerView],
     now: datetime,
     policy: PlanPolicy,
+    lent: set[str],
 ) -> bool:
     spec = view.spec
     status = aggregate(spec, view.status, workers, now)
-    v = verdict(spec, status, workers, now, policy)
+    others = lent - {s.pod for s in spec.sources}  # sending in another plan
+    v = verdict(spec, status, workers, now, policy, others)
     if v.phase == PlanPhase.RUNNING:
         if should_patch(view.status, status, spec, view.last_patch, now, policy):
             out.patches.append(StatusPatch(view.name, status.to_api()))
@@ -244,49 +233,6 @@ def _serve_orders(inp: PlansInput) -> list[ServeOrder]:
         and w.ip
         and not w.host_copy
     ]
-
-
-def _new_plan(inp: PlansInput, out: PlanDecision, targets: Targets) -> None:
-    pool = inp.pool
-    if not targets.pods:
-        _planned(inp, out, True, "UpToDate", "no worker waits for weights")
-    elif targets.waiting:
-        _planned(inp, out, True, "WaitingForPods", f"pods starting: {', '.join(targets.waiting)}")
-    elif not pool.sources and (pool.load_from_storage or pool.holders or _loading(inp)):
-        _planned(inp, out, True, "WaitingForSources", pool.message)
-    elif not pool.sources:
-        _planned(inp, out, False, "NoSources", f"no worker holds the model; {pool.message}")
-    elif inp.blocks is None:
-        _planned(inp, out, False, "ManifestUnavailable", "the sources' block table is unknown")
-    else:
-        made = make_plan(inp.ref.name, inp.spec, pool, inp.blocks, targets, inp.workers, inp.topo)
-        if isinstance(made, Refusal):
-            _planned(inp, out, False, made.reason, made.message)
-            return
-        taken = {p.name for p in inp.plans}
-        name = plan_name(inp.ref.name, inp.generation, made.model_digest, made.targets, taken)
-        attempt = 1 + max(targets.tries.get(t, 0) for t in made.targets)
-        out.create.append(plan_manifest(inp.ref, name, made, attempt))
-        out.current_plan = name
-        kind = "a repair" if attempt > 1 else "a plan"
-        message = f"{name}: {kind} (attempt {attempt}), {shape(made)}"
-        out.events.append(EventNote("Normal", "ScalePlanCreated", message))
-        _planned(inp, out, True, "PlanCreated", message)
-
-
-def _loading(inp: PlansInput) -> bool:
-    return any(w.alive and w.phase == WorkerPhase.LOADING for w in inp.workers)
-
-
-def _planned(inp: PlansInput, out: PlanDecision, ok: bool, reason: str, message: str) -> None:
-    status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
-    out.condition = Condition(
-        type=PLANNED,
-        status=status,
-        reason=reason,
-        message=message,
-        observed_generation=inp.generation,
-    )
 
 
 def _expired(plans: Sequence[PlanView], out: PlanDecision, policy: PlanPolicy) -> list[str]:

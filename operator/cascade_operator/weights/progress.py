@@ -16,6 +16,7 @@ Three small steps, each a pure function of the plan, what the workers report and
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -23,6 +24,7 @@ from enum import StrEnum
 from cascade_api.base import Condition, ConditionStatus, set_condition
 from cascade_api.scaleplan import PlanPhase, ScalePlanSpec, ScalePlanStatus, TargetProgress
 from cascade_operator.weights.plans import dissolved, pipelines, with_pipelines
+from cascade_operator.weights.start_delay import with_start_delay
 from cascade_operator.weights.workers import WorkerView
 from cascade_protocol.status import WorkerPhase
 
@@ -41,12 +43,10 @@ class PlanPolicy:
     timeout_floor_s: float = 300.0
     timeout_factor: float = 4.0
     max_repairs: int = 3  # repair plans per target before the pod is replaced
-    # New pods not yet placed or answering hold back planning at most this long, so one
-    # plan covers a scale-up. Five workers starting together on a busy 2-core dev host
-    # left their status unanswered for over 30 s (a CI run split one scale-up in three).
-    gather_s: float = 60.0
-    # Pods created this soon after a target's creation belong to its scale-up (gathered).
-    same_scale_up_s: float = 3.0
+    # What waiting for a running plan costs beyond the predictions: its end is seen at
+    # the next poll (about a second) before the plan from all holders starts
+    # (followup.py weighs this against a follow-up plan now).
+    notice_s: float = 1.0
     history: int = 10  # finished plans kept per deployment (like revisionHistoryLimit)
 
 
@@ -78,7 +78,8 @@ def aggregate(
     measured = [t.transfer_seconds for t in targets if t.transfer_seconds is not None]
     complete = {t.pod for t in targets if t.complete}
     found = pipelines(spec, prev, workers, complete)
-    return with_pipelines(prev, found).model_copy(
+    timed = with_start_delay(spec, prev, workers)
+    return with_pipelines(timed, found).model_copy(
         update={
             "target_count": len(spec.targets),
             "progress": f"{done}/{len(spec.targets)}",
@@ -151,8 +152,10 @@ def verdict(
     workers: dict[str, WorkerView],
     now: datetime,
     policy: PlanPolicy,
+    lent: Collection[str] = (),
 ) -> Verdict:
-    """The next phase of a dispatched (Running) plan."""
+    """The next phase of a dispatched (Running) plan. `lent`: pods that send in another
+    active plan (a target of this one that completed may be a follow-up's source)."""
     seen = {p: outcome(p, spec, status, workers.get(p), now, policy) for p in spec.targets}
     by = {o: sorted(p for p, s in seen.items() if s == o) for o in Outcome}
     if by[Outcome.GONE]:
@@ -163,7 +166,7 @@ def verdict(
     forwarding = [
         p
         for p in by[Outcome.COMPLETE]
-        if (w := workers.get(p)) and w.phase == WorkerPhase.TRANSFERRING
+        if (w := workers.get(p)) and w.phase == WorkerPhase.TRANSFERRING and p not in lent
     ]
     if len(by[Outcome.COMPLETE]) == len(spec.targets) and not forwarding:
         return Verdict(PlanPhase.COMPLETED, "AllTargetsComplete", _done(spec, status, now))
@@ -222,6 +225,11 @@ def should_patch(
     if new.phase != old.phase or new.progress != old.progress or new.pipelines != old.pipelines:
         return True
     if [t.pod for t in new.targets] != [t.pod for t in old.targets]:
+        return True
+    if (new.first_byte_time, new.target_answered_time) != (
+        old.first_byte_time,
+        old.target_answered_time,
+    ):
         return True
     whole = max(1, len(spec.blocks) * len(spec.targets))
     if abs(blocks_done(new) - blocks_done(old)) / whole >= policy.progress_step:

@@ -7,13 +7,13 @@ than the pod do not count: a recreated pod with the same name starts afresh). Pa
 `max_repairs` repairs the pod is replaced instead of planned for again, and so is a pod
 still transferring long after the plan that named it ended (a stuck peer).
 
-While new pods of the targets' scale-up (created within `same_scale_up_s` of the
-newest target) are still starting or their control API is not up yet (for at most
-`gather_s` after their creation) planning waits, so a scale-up by 8 is one plan for 8
-targets rather than 8 plans; as soon as all of them answer, planning goes ahead. Pods
-of a later scale-up do not hold back targets that are ready now: on a busy host a
-starting worker's status can go unanswered for tens of seconds, and it once held a
-ready target for 20 s. Pure.
+There is no gather wait: a target is planned for as soon as its worker's control API
+answers (it can receive), so the first new pod of a scale-up gets its first bytes about
+a second after it listens (acceptance: ScalePlan status.startDelaySeconds). Pods still
+starting are only named (`waiting`, for the Planned condition); targets that answer
+while a plan runs are not in it (it is not joined mid-flight) and get a follow-up plan
+or wait for it to end (followup.py). Participants of an active plan are no targets.
+Pure.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_api.scaleplan import Block, PlanPhase, PlanStrategy, ScalePlanSpec
+from cascade_operator.weights.calibration import current as start_costs
 from cascade_operator.weights.plans import PlanView, by_age
 from cascade_operator.weights.pool import PoolDecision
 from cascade_operator.weights.progress import PlanPolicy, timeout
@@ -36,7 +37,7 @@ from cascade_protocol.status import WorkerPhase
 @dataclass(frozen=True)
 class Targets:
     pods: list[str] = field(default_factory=list)  # a new plan's targets, by name
-    waiting: list[str] = field(default_factory=list)  # pods starting: wait for them
+    waiting: list[str] = field(default_factory=list)  # pods starting (not waited for)
     tries: dict[str, int] = field(default_factory=dict)  # pod -> attempts that failed it
     replace: list[str] = field(default_factory=list)  # out of attempts, or stuck
 
@@ -62,24 +63,14 @@ def choose_targets(
     pods: list[str] = []
     replace: list[str] = []
     for w in sorted(workers, key=lambda w: w.name):
+        if w.name in busy:
+            continue
         if w.needs_weights and w.node and w.ip and w.name != pool.load_from_storage:
             (replace if tries.get(w.name, 0) > policy.max_repairs else pods).append(w.name)
-        elif (
-            w.phase == WorkerPhase.TRANSFERRING
-            and w.name not in busy
-            and _orphaned(w, plans, now, policy)
-        ):
+        elif w.phase == WorkerPhase.TRANSFERRING and _orphaned(w, plans, now, policy):
             replace.append(w.name)
-    gather = timedelta(seconds=policy.gather_s)
-    # Young pods not yet placed, or running but with a control API not up yet...
-    coming = [w for w in workers if w.starting or (w.alive and w.phase is None)]
-    waiting = [w for w in coming if w.created is not None and now - w.created < gather]
-    # ... of the targets' own scale-up: a later one gets a plan of its own.
-    born = [c for p in pods if (c := by_name[p].created) is not None]
-    if born and len(born) == len(pods):
-        cutoff = max(born) + timedelta(seconds=policy.same_scale_up_s)
-        waiting = [w for w in waiting if w.created is not None and w.created <= cutoff]
-    return Targets(pods, sorted(w.name for w in waiting), tries, replace)
+    coming = [w.name for w in workers if w.starting]  # not placed or no address yet
+    return Targets(pods, sorted(coming), tries, replace)
 
 
 def participants(spec: ScalePlanSpec) -> list[str]:
@@ -146,6 +137,7 @@ def make_plan(
         # From one source the chains stay in order: a source closes the pipeline.
         shift=spec.live_scaling.enabled and len(pool.sources) > 1,
         stageless=[w.name for w in workers if w.host_copy and w.name in targets.pods],
+        **start_costs(),  # per chain hop and binomial step, learned (calibration.py)
     )
     try:
         return plan(request, send_capped(topo, spec.multicast.rate_mbit))

@@ -59,6 +59,10 @@ class WorkerView:
     covered_at: float | None = None
     serving_at: float | None = None
     startup: StartupInfo | None = None  # its start-up stages so far
+    # Wall clocks (its own): its control API started listening; the running (else last)
+    # transfer's first bytes landed here. A plan's start delay is measured with them.
+    listening_at: float | None = None
+    first_byte_at: float | None = None
     # What its engine start did with materialized state (None: not reported, or off).
     materialization: MaterializationInfo | None = None
 
@@ -136,5 +140,7 @@ class WorkerView:
             covered_at=pipeline.covered_at if pipeline else None,
             serving_at=pipeline.serving_at if pipeline else None,
             startup=status.startup,
+            listening_at=status.startup.listening_at if status.startup else None,
+            first_byte_at=status.first_byte_at,
             materialization=status.materialization,
         )

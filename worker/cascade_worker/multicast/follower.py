@@ -62,7 +62,9 @@ class LeaderLink:
             except TransportError:
                 if time.monotonic() > give_up:
                     raise
-                await asyncio.sleep(0.2)
+                # The leader's listener comes up a few tens of ms after its order (a
+                # refused connect fails at once, pool._probe): a short retry, not 0.2 s.
+                await asyncio.sleep(0.02)
 
     async def hello(self, digest: str | None) -> Manifest | None:
         """Introduce this node; without a digest (no store yet) the leader sends the

@@ -34,6 +34,9 @@ class BlockProgress:
         }
         self.abandoned = False
         self._changed = asyncio.Event()
+        # Wall clock the first received bytes landed (a receiver's; a sender's stays None):
+        # the worker reports it as its transfer's first byte (status.firstByteAt).
+        self.first_byte_at: float | None = None
 
     def _notify(self) -> None:
         self._changed.set()
@@ -42,6 +45,8 @@ class BlockProgress:
     def advance(self, index: int, nbytes: int) -> None:
         """The first `nbytes` of block `index` are in its buffer."""
         if nbytes > self.landed[index]:
+            if self.first_byte_at is None:
+                self.first_byte_at = time.time()
             self.landed[index] = nbytes
             self._notify()
 

@@ -126,6 +126,12 @@ class MulticastNode:
 
         store.on_layers_ready(layers)
 
+    @property
+    def first_byte_at(self) -> float | None:
+        """Wall clock the first received bytes landed here (None: none yet, or a sender)."""
+        progress = getattr(self, "progress", None)
+        return progress.first_byte_at if progress is not None else None
+
     async def start(self) -> str:
         await self.server.start()
         return self.server.address
@@ -152,7 +158,9 @@ class MulticastNode:
 
     async def _lead(self, coord: Coordinator) -> NodeResult:
         opts = self.options
+        began = time.monotonic()
         t0 = await coord.start_when_ready(opts.ready_timeout_s)
+        log.info("%s: started, leading (every peer ready after %.3f s)", self.me, t0 - began)
         result = self._result(t0, time.time())
         self._emit(result)
         await coord.finish_when_done(opts.deadline_s + opts.ready_timeout_s)
@@ -168,7 +176,9 @@ class MulticastNode:
             opts.heartbeat_s,
             key=opts.key,
         )
+        began = time.monotonic()
         sent = await link.hello(self.store.manifest.digest if self.store else None)
+        said = time.monotonic()
         if sent is not None:
             store = BlockStore(sent.manifest)
             store.materialized = list(sent.materialized)
@@ -184,9 +194,13 @@ class MulticastNode:
             key=opts.key,
         )
         await fetcher.attach_all(role.contacts)
+        warmed = time.monotonic()
         await link.ready()
         t0, wall = time.monotonic(), time.time()
-        log.info("%s: started", self.me)
+        log.info(
+            "%s: started (leader's hello %.3f s, store and data connections %.3f s, "
+            "ready to start %.3f s)", self.me, said - began, warmed - said, t0 - warmed,
+        )  # fmt: skip
         receiver = None
         if not role.is_source:
             receiver = Receiver(
