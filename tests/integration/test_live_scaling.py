@@ -232,14 +232,16 @@ def scale_up(
 
 
 def heads_serving_early(timeline: list[Sample], source: str) -> list[tuple[float, Sample]]:
-    """Heads with requests running at a sampling round where no target was complete."""
+    """Heads with requests running at a sampling round where no target was complete.
+    A target waiting idle for a later plan (0 of 0 blocks: no plan has told it the
+    model yet) is not complete."""
     rounds: dict[float, list[Sample]] = {}
     for s in timeline:
         rounds.setdefault(round(s.at, 1), []).append(s)
     return [
         (at, s)
         for at, group in rounds.items()
-        if all(t.blocks < t.total for t in group if t.pod != source)
+        if not any(t.total and t.blocks >= t.total for t in group if t.pod != source)
         for s in group
         if s.mode == "head" and s.running > 0
     ]
