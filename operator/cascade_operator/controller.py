@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from functools import partial
 
 from cascade_api import constants as c
@@ -51,9 +52,8 @@ from cascade_operator.spec import parse_spec
 from cascade_operator.status import PlanState, StatusInput, assemble
 from cascade_operator.weights.calibration import HopLatency, planning_with
 from cascade_operator.weights.driver import PlanDriver
-from cascade_operator.weights.workers import WorkerView
 from cascade_protocol.peer_auth import secret_name
-from cascade_protocol.status import WorkerPhase
+from cascade_protocol.status import ServingMode, WorkerPhase
 
 log = logging.getLogger(__name__)
 NODES_TTL_S = 2.0
@@ -175,13 +175,13 @@ class Controller:
         for manifest in decision.gateway:
             self.cluster.apply(manifest)
         self._network_policies(ref)
-        self._inference_pool(body, pods, workers)
+        modes = {w.name: w.mode for w in workers if w.mode is not None}
+        self._inference_pool(body, pods, modes)
         events = [*scale_events, *decision.events, *copies.events, *profile.events]
         events += [lost_event(lost)] if lost else []
         events += plan_events
         (self._moving.add if moving or suspect else self._moving.discard)((ns, ref.name))
         self._starting[(ns, ref.name)] = [w.ip for w in workers if w.alive and not w.phase and w.ip]
-        modes = {w.name: w.mode for w in workers if w.mode is not None}
         startups = {w.name: w.startup for w in workers if w.startup is not None}
         self.metrics.observed(ref, pods, modes, startups)
         update = assemble(
@@ -245,12 +245,13 @@ class Controller:
         for manifest in changed(network_policies(ref, self.cfg), found):
             self.cluster.apply(manifest)
 
-    def _inference_pool(self, body: Body, pods: list[PodView], workers: list[WorkerView]) -> None:
+    def _inference_pool(
+        self, body: Body, pods: list[PodView], modes: Mapping[str, ServingMode]
+    ) -> None:
         """Keep the deployment's InferencePool where its CRD is served (inference_pool.py)."""
         pools = self.cluster.pools
         if pools.served():
-            seen = pools.observe(MdRef.of(body))
-            pools.act(keep_pool(body, pods, {w.name: w.mode for w in workers}, seen))
+            pools.act(keep_pool(body, pods, modes, pools.observe(MdRef.of(body))))
 
     def _authorize(self, ref: MdRef, pods: list[PodView]) -> None:
         """Keep the deployment's peer-token Secret (made once) and have the worker client
