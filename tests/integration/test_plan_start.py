@@ -48,8 +48,17 @@ def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
 
 
 def plans(ns: Namespace) -> list[dict[str, Any]]:
+    """In the order they were made: creation times have whole seconds, so plans made in
+    the same second go by when their first target answered (a follow-up plan's later)."""
     items = json.loads(ns.kubectl("get", "sp", "-o", "json"))["items"]
-    return sorted(items, key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]))
+    return sorted(
+        items,
+        key=lambda p: (
+            p["metadata"]["creationTimestamp"],
+            status(p).get("targetAnsweredTime") or "",
+            p["metadata"]["name"],
+        ),
+    )
 
 
 def status(plan: dict[str, Any]) -> dict[str, Any]:

@@ -353,14 +353,15 @@ def test_unknown_block_table_waits_without_a_plan() -> None:
     assert d.create == [] and w.planned().reason == "ManifestUnavailable"
 
 
-def test_manifest_source_only_when_a_plan_may_be_made() -> None:
+def test_manifest_source_as_soon_as_a_source_holds_the_model() -> None:
     ws = [holder("llama-0"), idle("llama-1")]
     pool = decide_pool(PoolInput(ws, 1))
-    assert manifest_source(pool, ws) == "llama-0"
-    assert manifest_source(pool, ws[:1]) is None
-    # Fetched while a pod starts too: the first target's plan does not wait for it.
-    starting = idle("llama-2", alive=False, starting=True, ip=None, phase=None)
-    assert manifest_source(pool, [ws[0], starting]) == "llama-0"
+    assert manifest_source(pool) == "llama-0"
+    # Before any scale-up too: the first target's plan does not wait for the table.
+    alone = ws[:1]
+    assert manifest_source(decide_pool(PoolInput(alone, 1))) == "llama-0"
+    nobody = [idle("llama-1")]
+    assert manifest_source(decide_pool(PoolInput(nobody, 1))) is None
 
 
 def test_finished_plans_beyond_history_are_deleted_oldest_first() -> None:

@@ -102,7 +102,7 @@ class PlanDriver:
         return Gathered(pods, workers, pool, topo, plans)
 
     def _block_table(self, pool: PoolDecision, workers: Sequence[WorkerView]) -> list[Block] | None:
-        source = manifest_source(pool, workers)
+        source = manifest_source(pool)
         digest = pool.model_digest
         if source is None or digest is None:
             return None

@@ -22,6 +22,7 @@ Why these defaults (measured on this project's machines, see GUIDE.md):
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import MutableMapping
@@ -57,6 +58,11 @@ def ucx() -> ModuleType:
     configure_ucx_env()
     import ucxx
 
+    # ucxx's progress thread imports cuda.core as it starts (its CUDA-context hook), in C
+    # code that holds the GIL for 0.2-0.5 s: a fresh worker's event loop stalled there
+    # while its first plan connected. Importing it here puts that cost in the preload.
+    with contextlib.suppress(ImportError):
+        importlib.import_module("cuda.core")
     module: ModuleType = ucxx
     return module
 
