@@ -130,6 +130,7 @@ def test_env_defaults_respect_user_settings() -> None:
     assert "UCX_TLS" not in applied
     assert env["UCX_WARN_UNUSED_ENV_VARS"] == "n"
     assert "UCX_RNDV_SCHEME" not in env  # tuned for our TCP default only
+    assert "UCX_RNDV_THRESH" not in env
     fresh: dict[str, str] = {}
     configure_ucx_env(fresh)
     assert fresh == UCX_DEFAULTS | TCP_DEFAULTS and "tcp" in fresh["UCX_TLS"]

@@ -10,9 +10,17 @@ Why these defaults (measured on this project's machines, see GUIDE.md):
   hangs here. Where RDMA/NVLink exist, UCX_TLS must name them explicitly: the operator
   requests an RDMA device and IPC_LOCK for GPU workers but does not set UCX_TLS yet
   (docs/security.md, "RDMA").
-- `UCX_RNDV_SCHEME=put_zcopy`, only together with our TCP default (a user who picks the
-  transports picks this too): over TCP the automatic rendezvous choice ran at 1.1-1.7
-  GB/s on loopback, put_zcopy at 2.5-4.3 GB/s (8-64 MiB messages, same runs).
+- `UCX_RNDV_THRESH=inf`, only together with our TCP default (a user who picks the
+  transports picks this too): every message goes eagerly, no rendezvous. A rendezvous
+  send waits for its receiver's reply, and in a chain that reply queues behind the
+  receiver's own forwarded data on its shaped egress (up to the qdisc's 20 ms), so
+  each block boundary left the wire idle. `cascade bench multicast`, chain, 100 Mbit/s,
+  100 MB in 16 blocks, 1 -> 15: 1.242x M/B -> 1.137x, CPU 58% -> 53%; 1 -> 7 at 200
+  Mbit/s, 200 MB: 1.130x -> 1.083x (bench/README.md, issue 15). The cost is unshaped
+  loopback: 1.52 -> 0.97 GB/s (256 MB, 256 KiB chunks), where the CPU is the limit.
+- `UCX_RNDV_SCHEME=put_zcopy` (same condition) for rendezvous a user turns back on
+  (`UCX_RNDV_THRESH`): over TCP the automatic choice ran at 1.1-1.7 GB/s on loopback,
+  put_zcopy at 2.5-4.3 GB/s (8-64 MiB messages, same runs).
 - `UCX_WARN_UNUSED_ENV_VARS=n`: UCX otherwise warns about every UCX_* variable the
   chosen transports ignore, which is noise in worker logs.
 - `UCX_TCP_CM_REUSEADDR=y`: a worker restarted on its fixed port must not fail with
@@ -35,6 +43,7 @@ UCX_DEFAULTS: dict[str, str] = {
 }
 # Applied only when UCX_TLS is ours (the user did not choose transports).
 TCP_DEFAULTS: dict[str, str] = {
+    "UCX_RNDV_THRESH": "inf",
     "UCX_RNDV_SCHEME": "put_zcopy",
 }
 
