@@ -9,15 +9,18 @@ plane, and the clock stops when the receiver holds the last byte. Messages are s
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import threading
 import time
 
 import numpy as np
 
+from cascade_worker.transport.env import configure_ucx_env
+
 CHUNK = 4 << 20
-os.environ.setdefault("UCX_TLS", "tcp")  # sm/self alone hangs here (GUIDE.md)
+# The data plane's UCX defaults (tcp, eager), in this process and so in the nodes it
+# starts: a bare `UCX_TLS=tcp` here once kept every bench node off them.
+configure_ucx_env()
 
 
 def socket_recv(conn: socket.socket, buf: np.ndarray) -> None:
