@@ -17,7 +17,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cascade_protocol.peer_auth import MULTICAST, PeerKey, prove_or_none
-from cascade_worker.multicast.frames import Attach, BlockHeader, Fetch, FrameT, Unavailable
+from cascade_worker.multicast.frames import (
+    Attach,
+    BlockHeader,
+    Fetch,
+    FrameT,
+    Landed,
+    Unavailable,
+)
 from cascade_worker.multicast.progress import BlockProgress
 from cascade_worker.transport.endpoint import Endpoint, TransportError
 from cascade_worker.transport.frames import FrameError
@@ -87,6 +94,8 @@ class Fetcher:
                 self._check_header(frame, index)
                 assert isinstance(frame, BlockHeader)
                 await self._receive(ep, frame, max(stall, 0.001))
+                if step is not None:  # the sender's step ends when the bytes are here
+                    await ep.send_frame(Landed(index=index))
                 if self.store.install(index):
                     self.progress.installed(index)
                     out.installed.append(index)

@@ -33,7 +33,15 @@ from collections.abc import Awaitable, Callable, Collection
 import numpy as np
 
 from cascade_protocol.peer_auth import MULTICAST, PeerKey
-from cascade_worker.multicast.frames import Attach, BlockHeader, Fetch, FrameT, Hello, Unavailable
+from cascade_worker.multicast.frames import (
+    Attach,
+    BlockHeader,
+    Fetch,
+    FrameT,
+    Hello,
+    Landed,
+    Unavailable,
+)
 from cascade_worker.multicast.order import StepOrder
 from cascade_worker.multicast.progress import BlockProgress, BlockUnavailable, Pacer
 from cascade_worker.refusals import admit
@@ -134,10 +142,25 @@ class BlockServer:
                 async with self.step_slot:
                     try:
                         await self._send_block(ep, index, nbytes, gate=False)
+                        await self._landed(ep, index)
                     finally:
                         self.order.finished(fetch.step, fetch.node)
             else:
                 await self._send_block(ep, index, nbytes, gate=fetch.cut_through)
+
+    async def _landed(self, ep: Endpoint[FrameT], index: int) -> None:
+        """Wait for the receiver's `landed` (frames.Landed says why). A receiver silent
+        past the stall timeout is cut off like one that closed: its endpoint aborted, so
+        the pending receive fails (a watchdog, not a receive timeout: see
+        coordinator._next_report)."""
+        pending = asyncio.ensure_future(ep.recv_frame())
+        done, _ = await asyncio.wait({pending}, timeout=self.order.skip_after_s)
+        if not done:
+            log.warning("%s: no landed %d from %s; cutting it off", self.me, index, ep.peer)
+            ep.abort()
+        frame = await pending
+        if not isinstance(frame, Landed) or frame.index != index:
+            raise FrameError(f"expected landed {index} from {ep.peer}, got {frame.kind!r}")
 
     async def _send_block(self, ep: Endpoint[FrameT], index: int, nbytes: int, gate: bool) -> None:
         assert self.progress is not None
