@@ -55,6 +55,16 @@ class FakeEndpoint:
         self.aborted = True
 
 
+def both_steps(
+    server: BlockServer, log: list[str]
+) -> tuple[FakeEndpoint, FakeEndpoint, asyncio.Future[None], asyncio.Future[None]]:
+    """Receiver a asks for step 0 (block 0) and b for step 1 (block 1), at once."""
+    a, b = FakeEndpoint("a", log), FakeEndpoint("b", log)
+    first = asyncio.ensure_future(server._serve(a, Fetch(node="a", blocks=[0], step=0)))  # type: ignore[arg-type]
+    second = asyncio.ensure_future(server._serve(b, Fetch(node="b", blocks=[1], step=1)))  # type: ignore[arg-type]
+    return a, b, first, second
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> BlockServer:
     write_checkpoint(tmp_path / "m", TINY)
@@ -69,13 +79,7 @@ def server(tmp_path: Path) -> BlockServer:
 def test_the_next_step_waits_for_the_last_one_to_land(server: BlockServer) -> None:
     async def scenario() -> list[str]:
         log: list[str] = []
-        a, b = FakeEndpoint("a", log), FakeEndpoint("b", log)
-        first = asyncio.ensure_future(
-            server._serve(a, Fetch(node="a", blocks=[0], step=0))  # type: ignore[arg-type]
-        )
-        second = asyncio.ensure_future(
-            server._serve(b, Fetch(node="b", blocks=[1], step=1))  # type: ignore[arg-type]
-        )
+        a, b, first, second = both_steps(server, log)
         await asyncio.sleep(0.05)
         log.append("a lands")
         await a.frames.put(Landed(index=0))
@@ -92,13 +96,7 @@ def test_the_next_step_waits_for_the_last_one_to_land(server: BlockServer) -> No
 def test_a_silent_receiver_is_cut_off_and_frees_the_slot(server: BlockServer) -> None:
     async def scenario() -> tuple[list[str], bool]:
         log: list[str] = []
-        a, b = FakeEndpoint("a", log), FakeEndpoint("b", log)
-        first = asyncio.ensure_future(
-            server._serve(a, Fetch(node="a", blocks=[0], step=0))  # type: ignore[arg-type]
-        )
-        second = asyncio.ensure_future(
-            server._serve(b, Fetch(node="b", blocks=[1], step=1))  # type: ignore[arg-type]
-        )
+        a, b, first, second = both_steps(server, log)
         with pytest.raises(TransportError):
             await first  # no `landed` within the stall timeout (0.3 s)
         await asyncio.sleep(0.02)
