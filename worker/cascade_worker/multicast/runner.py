@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class NodeOptions:
     # Relay granularity of chains: a 7-hop chain at 200 Mbit/s fills in 7 x 0.5 MiB / 25 MB/s
-    # = 0.15 s; smaller chunks cost more per-message overhead on 2 cores.
+    # = 0.15 s; smaller chunks cost more per-message overhead on 2 cores. At most the
+    # transport's eager size over TCP (transport/env.py), or block boundaries idle again.
     chunk_bytes: int = 512 * 1024
     depth: int = 4  # chunk messages in flight per transfer
     stall_timeout_s: float = 30.0  # no progress from a peer for this long = peer is gone

@@ -10,14 +10,19 @@ Why these defaults (measured on this project's machines, see GUIDE.md):
   hangs here. Where RDMA/NVLink exist, UCX_TLS must name them explicitly: the operator
   requests an RDMA device and IPC_LOCK for GPU workers but does not set UCX_TLS yet
   (docs/security.md, "RDMA").
-- `UCX_RNDV_THRESH=inf`, only together with our TCP default (a user who picks the
-  transports picks this too): every message goes eagerly, no rendezvous. A rendezvous
+- `UCX_RNDV_THRESH=524289`, only together with our TCP default (a user who picks the
+  transports picks this too): messages up to 512 KiB (the multicast's default chunk,
+  multicast/runner.py) go eagerly, larger ones keep rendezvous. A rendezvous
   send waits for its receiver's reply, and in a chain that reply queues behind the
   receiver's own forwarded data on its shaped egress (up to the qdisc's 20 ms), so
   each block boundary left the wire idle. `cascade bench multicast`, chain, 100 Mbit/s,
   100 MB in 16 blocks, 1 -> 15: 1.242x M/B -> 1.137x, CPU 58% -> 53%; 1 -> 7 at 200
   Mbit/s, 200 MB: 1.130x -> 1.083x (bench/README.md, issue 15). The cost is unshaped
   loopback: 1.52 -> 0.97 GB/s (256 MB, 256 KiB chunks), where the CPU is the limit.
+  Why not every message: an eager message lands in the receiver's memory before anyone
+  posts a receive for it. With all of them eager, 500 strangers each sending a 1 MiB
+  message grew a worker's RSS by 746 MiB (test_transport_limits); above the threshold a
+  stranger's message costs the receiver nothing until it is wanted.
 - `UCX_RNDV_SCHEME=put_zcopy` (same condition) for rendezvous a user turns back on
   (`UCX_RNDV_THRESH`): over TCP the automatic choice ran at 1.1-1.7 GB/s on loopback,
   put_zcopy at 2.5-4.3 GB/s (8-64 MiB messages, same runs).
@@ -43,7 +48,7 @@ UCX_DEFAULTS: dict[str, str] = {
 }
 # Applied only when UCX_TLS is ours (the user did not choose transports).
 TCP_DEFAULTS: dict[str, str] = {
-    "UCX_RNDV_THRESH": "inf",
+    "UCX_RNDV_THRESH": str(512 * 1024 + 1),
     "UCX_RNDV_SCHEME": "put_zcopy",
 }
 
