@@ -104,9 +104,18 @@ class DevCluster:
         """`cascade dev up` again: starts whatever of the cluster is not running."""
         cascade_dev(self.state_dir, "up", "--nodes", str(self.nodes))
 
-    def url(self, target: str) -> str:
-        """`cascade dev url NAMESPACE/SERVICE[:PORT]`."""
-        return cascade_dev(self.state_dir, "url", target).stdout.strip()
+    def url(self, target: str, wait_s: float = 60.0) -> str:
+        """`cascade dev url NAMESPACE/SERVICE[:PORT]`, asked again while the Service's
+        Endpoints do not exist yet (the endpoints controller makes them a moment after
+        the Service, longer while its watches back off after an API-server outage)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return cascade_dev(self.state_dir, "url", target).stdout.strip()
+            except AssertionError as exc:
+                if "not found" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(1.0)
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 120.0) -> None:

@@ -36,7 +36,23 @@ def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
     if dev_cluster.nodes < 3:
         pytest.skip(f"needs 3 nodes (one instance each), has {dev_cluster.nodes}")
     with namespace_with_operator(dev_cluster, "cascade-outage", tmp_path) as ns:
-        yield ns
+        try:
+            yield ns
+        finally:
+            controllers_see_new_objects(ns)
+
+
+def controllers_see_new_objects(ns: Namespace) -> None:
+    """Hand the next test a cluster whose controllers work: after an outage their watches
+    back off (client-go, up to 30 s), and the test after this one once found no
+    Endpoints for its new gateway Service. A new Service gets its Endpoints (empty)
+    from the endpoints controller once it watches again."""
+    ns.kubectl("create", "service", "clusterip", "outage-probe", "--tcp=80:80")
+    wait_for(
+        "the endpoints controller to answer a new Service after the outage",
+        lambda: bool(ns.kubectl("get", "endpoints", "outage-probe", "--ignore-not-found")),
+        timeout=180,
+    )
 
 
 def plans(ns: Namespace) -> list[dict[str, Any]]:
