@@ -27,7 +27,10 @@ from integration_helpers import Namespace, namespace_with_operator
 
 from cascade_dev.testing import DevCluster, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+# Slow tier until the 1 s holds in every run: 0.54-0.63 s typically, but 1.052 s in a CI
+# run where one plan took all five targets and its common start waited for the slowest
+# of five pods starting on two cores (issue 15's note has the breakdown).
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
 MD = "planstart"
 NEEDED_NODES = 6
