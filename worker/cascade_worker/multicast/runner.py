@@ -34,6 +34,7 @@ from cascade_worker.multicast.receive import Receiver
 from cascade_worker.multicast.result import NodeResult, arrivals, completion
 from cascade_worker.multicast.roles import Role, role_for
 from cascade_worker.multicast.serve import BlockServer
+from cascade_worker.transport.env import EAGER_MAX_BYTES
 from cascade_worker.transport.pool import EndpointPool
 from cascade_worker.transport.shared import SharedServer, own_or_lent
 
@@ -45,7 +46,7 @@ class NodeOptions:
     # Relay granularity of chains: a 7-hop chain at 200 Mbit/s fills in 7 x 0.5 MiB / 25 MB/s
     # = 0.15 s; smaller chunks cost more per-message overhead on 2 cores. At most the
     # transport's eager size over TCP (transport/env.py), or block boundaries idle again.
-    chunk_bytes: int = 512 * 1024
+    chunk_bytes: int = EAGER_MAX_BYTES
     depth: int = 4  # chunk messages in flight per transfer
     stall_timeout_s: float = 30.0  # no progress from a peer for this long = peer is gone
     heartbeat_s: float = 3.0  # a receiver's `alive` to the leader until it reports done

@@ -11,8 +11,8 @@ Why these defaults (measured on this project's machines, see GUIDE.md):
   requests an RDMA device and IPC_LOCK for GPU workers but does not set UCX_TLS yet
   (docs/security.md, "RDMA").
 - `UCX_RNDV_THRESH=524289`, only together with our TCP default (a user who picks the
-  transports picks this too): messages up to 512 KiB (the multicast's default chunk,
-  multicast/runner.py) go eagerly, larger ones keep rendezvous. A rendezvous
+  transports picks this too): messages up to `EAGER_MAX_BYTES` (512 KiB, the
+  multicast's default chunk) go eagerly, larger ones keep rendezvous. A rendezvous
   send waits for its receiver's reply, and in a chain that reply queues behind the
   receiver's own forwarded data on its shaped egress (up to the qdisc's 20 ms), so
   each block boundary left the wire idle. `cascade bench multicast`, chain, 100 Mbit/s,
@@ -46,9 +46,11 @@ UCX_DEFAULTS: dict[str, str] = {
     "UCX_WARN_UNUSED_ENV_VARS": "n",
     "UCX_TCP_CM_REUSEADDR": "y",
 }
+# Largest message sent eagerly over our TCP default; the multicast's chunk default.
+EAGER_MAX_BYTES = 512 * 1024
 # Applied only when UCX_TLS is ours (the user did not choose transports).
 TCP_DEFAULTS: dict[str, str] = {
-    "UCX_RNDV_THRESH": str(512 * 1024 + 1),
+    "UCX_RNDV_THRESH": str(EAGER_MAX_BYTES + 1),
     "UCX_RNDV_SCHEME": "put_zcopy",
 }
 
