@@ -106,14 +106,16 @@ class DevCluster:
 
     def url(self, target: str, wait_s: float = 60.0) -> str:
         """`cascade dev url NAMESPACE/SERVICE[:PORT]`, asked again while the Service's
-        Endpoints do not exist yet (the endpoints controller makes them a moment after
-        the Service, longer while its watches back off after an API-server outage)."""
+        Endpoints do not exist or list no ready address yet: the endpoints controller
+        follows a Service and its pods' readiness a moment late, longer while its
+        watches back off after an API-server outage."""
         deadline = time.monotonic() + wait_s
         while True:
             try:
                 return cascade_dev(self.state_dir, "url", target).stdout.strip()
             except AssertionError as exc:
-                if "not found" not in str(exc) or time.monotonic() > deadline:
+                waiting = "not found" in str(exc) or "no ready endpoints" in str(exc)
+                if not waiting or time.monotonic() > deadline:
                     raise
             time.sleep(1.0)
 

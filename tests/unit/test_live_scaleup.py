@@ -3,6 +3,9 @@ transfer order carries (liveScaling, the sending pace) and how the planner sees 
 
 from __future__ import annotations
 
+import asyncio
+import time
+from types import SimpleNamespace
 from typing import Any
 
 from cascade_api.scaleplan import (
@@ -22,6 +25,7 @@ from cascade_protocol.control import TransferRequest
 from cascade_protocol.peer_auth import PeerKey
 from cascade_worker.control import node_options
 from cascade_worker.multicast.runner import NodeOptions
+from cascade_worker.serving.live import LiveScaleUp, Prepared
 from cascade_worker.serving.live_plan import Seat, covers, seat_for, stage_address
 
 BLOCKS = [
@@ -117,3 +121,67 @@ def test_a_paced_fabric_predicts_the_paced_transfer() -> None:
     # 32 MB at 2 MB/s, plus the fill of a 3-hop cut-through chain (1 MiB chunks).
     assert 16.0 < slow < 18.0 and fast < 1.0
     assert send_capped(topo, None) is topo
+
+
+class RacingServing:
+    """A Serving double whose head start takes a while: the blocks complete meanwhile."""
+
+    def __init__(self) -> None:
+        self.config = SimpleNamespace(pod_name="w1", port=8080)
+        self.store = SimpleNamespace(complete=lambda: self.complete, manifest=None)
+        self.state = SimpleNamespace(current_store=lambda: self.store)
+        self.complete = False
+        self.head: object | None = None
+        self.engine: object | None = None
+        self.starting = False
+        self.started = asyncio.Event()
+        self.switched = False
+
+    def claim(self, layers: tuple[int, int] | None = None) -> object:
+        self.starting = True
+        return self.store
+
+    def options(self) -> None:
+        return None
+
+    async def start_head(self, store: object, options: None, end: int, *rest: object) -> bool:
+        self.started.set()
+        await asyncio.sleep(0.05)  # building the engine over the prepared head
+        self.starting, self.head, self.engine = False, rest[1], SimpleNamespace(stopped=False)
+        return True
+
+    async def switch_to_local(self, store: object) -> bool:
+        self.switched = True
+        return True
+
+
+def test_blocks_completing_while_the_head_starts_switch_the_started_head_to_local() -> None:
+    """CI once had a head adopt stages that `_alone`, run meanwhile, had just detached:
+    the head never served (its pipeline broken) and never switched to local execution."""
+
+    async def scenario() -> tuple[RacingServing, list[str]]:
+        serving = RacingServing()
+        req = SimpleNamespace(peers={}, plan=live_plan(), cooperative=False)
+        live = LiveScaleUp(serving, req, asyncio.ensure_future)  # type: ignore[arg-type]
+        closed: list[str] = []
+        prepared = SimpleNamespace(close=lambda: closed.append("stages detached"), seconds=0.1)
+        done: asyncio.Future[Prepared | None] = asyncio.get_running_loop().create_future()
+        done.set_result(Prepared(["x:1"], 0.0, prepared))  # type: ignore[arg-type]
+        live.preparing = done  # type: ignore[assignment]
+
+        async def no_hand_back() -> None:
+            return None
+
+        live._hand_back = no_hand_back  # type: ignore[method-assign]
+        seat = live.seat
+        assert seat is not None
+        heading = asyncio.ensure_future(live._head(seat, time.time()))
+        await serving.started.wait()
+        serving.complete = True  # the last block lands while the head starts
+        await live._alone()
+        await heading
+        return serving, closed
+
+    serving, closed = asyncio.run(scenario())
+    assert serving.head is not None and serving.switched
+    assert closed == []  # the stages the head took stayed attached until it left them

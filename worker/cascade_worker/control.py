@@ -78,9 +78,15 @@ class Control:
         return self.data_port
 
     def spawn(self, job: Awaitable[Any]) -> None:
+        """Run `job` in the background, held until done; a failure is logged, not lost."""
         task: asyncio.Task[Any] = asyncio.ensure_future(job)
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background job failed", exc_info=task.exception())
 
 
 CONTROL_KEY = web.AppKey("cascade_worker_control", Control)

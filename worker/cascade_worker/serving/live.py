@@ -81,6 +81,9 @@ class LiveScaleUp:
         self.stage: StageRole | None = None  # the stage this scale-up made this worker
         # A head's preparation (KV cache, stages attached), started with the transfer.
         self.preparing: asyncio.Task[Prepared | None] | None = None
+        # The head's start and the switch to serving alone take turns: blocks that
+        # complete while the head starts must not detach the stages it is adopting.
+        self.turn = asyncio.Lock()
 
     def hooks(self) -> NodeHooks:
         """The node's hooks; a source's seat (a last stage) is taken at once, and a
@@ -149,6 +152,10 @@ class LiveScaleUp:
         return Prepared(addresses, max(stages_covered, default=0.0), prepared)
 
     async def _head(self, seat: Seat, covered_at: float) -> None:
+        async with self.turn:
+            await self._start_head(seat, covered_at)
+
+    async def _start_head(self, seat: Seat, covered_at: float) -> None:
         serving, preparing = self.serving, self.preparing
         ready = await preparing if preparing is not None else None
         if ready is None or self._own_complete():
@@ -208,7 +215,12 @@ class LiveScaleUp:
             self.spawn(self._alone())
 
     async def _alone(self) -> None:
-        """Serve alone now that every block is here (see the module docstring)."""
+        """Serve alone now that every block is here (see the module docstring); after a
+        head start under way, so that it switches the started head to local execution."""
+        async with self.turn:
+            await self._serve_alone()
+
+    async def _serve_alone(self) -> None:
         serving = self.serving
         store = serving.state.current_store()
         assert store is not None
