@@ -67,6 +67,9 @@ LABEL_NVLINK_CLIQUE: Final = "nvidia.com/gpu.clique"
 LABEL_LEAF: Final = f"{GROUP}/leaf-switch"
 LABEL_NIC_IN_MBIT: Final = f"{GROUP}/nic-in-mbit"
 LABEL_NIC_OUT_MBIT: Final = f"{GROUP}/nic-out-mbit"
+# The NIC's MTU: the share of its line rate that carries payload (TCP/IPv4 headers take
+# 4.2 % of a frame at 1500, 0.7 % at 9000); without it the planner assumes 1500.
+LABEL_NIC_MTU: Final = f"{GROUP}/nic-mtu"
 
 # Dev cluster (cgroup v1): the node agent names the node's CPU-quota group's `tasks`
 # file here, and a worker's accelerator threads (engine step, pipeline stage compute)

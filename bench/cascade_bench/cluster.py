@@ -29,6 +29,7 @@ class Want:
     nic_mbit: int
     spine_mbit: int | None
     nodes_per_leaf: int
+    mtu: int
 
 
 def mismatch(plan: ClusterPlan, want: Want) -> str | None:
@@ -40,6 +41,8 @@ def mismatch(plan: ClusterPlan, want: Want) -> str | None:
     rates = {(n.nic_in_mbit, n.nic_out_mbit) for n in plan.nodes[: want.nodes]}
     if rates != {(want.nic_mbit, want.nic_mbit)}:
         return f"NIC rates {sorted(rates)} Mbit/s, need {want.nic_mbit}"
+    if plan.mtu != want.mtu:
+        return f"MTU {plan.mtu}, need {want.mtu}"
     return None
 
 
@@ -81,8 +84,9 @@ def fabric_cluster(paths: StatePaths, want: Want, wait_s: float) -> Iterator[Clu
         spine_mbit=want.spine_mbit,
         nodes_per_leaf=want.nodes_per_leaf,
         fabric=MODE_NETNS,
+        mtu=want.mtu,
     )
-    _log(f"bringing up a {want.nodes}-node cluster at {want.nic_mbit} Mbit/s")
+    _log(f"bringing up a {want.nodes}-node cluster at {want.nic_mbit} Mbit/s, MTU {want.mtu}")
     try:
         plan = devcluster.up(paths, opts)
         yield plan

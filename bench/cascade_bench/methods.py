@@ -101,6 +101,7 @@ def fabric_doc(plan: ClusterPlan, pods: Sequence[BenchPod]) -> dict[str, Any]:
     return {
         "mode": plan.mode,
         "spine_mbit": plan.spine_mbit,
+        "mtu": plan.mtu,
         "nic_mbit": sorted({n.nic_in_mbit for n in plan.nodes}),
         "pods": [
             {"pod": pod.name, "node": pod.node, "leaf": pod.leaf, "ip": pod.net.ip} for pod in pods

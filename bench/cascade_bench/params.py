@@ -16,6 +16,7 @@ class Params:
     nic_mbit: int = 200
     spine_mbit: int | None = None  # None: nodes_per_leaf x NIC (a non-blocking spine)
     nodes_per_leaf: int = 4
+    mtu: int = 9000  # the fabric's (cascade dev up --mtu)
     blocks: int = 16
     k: int = 1
     repeat: int = 1

@@ -109,7 +109,7 @@ def run_suite(p: Params) -> tuple[dict[str, Any], dict[str, Any]]:
     _log(f"model {model.total_bytes / 1e6:.1f} MB in {p.blocks} blocks; M/B = {bound_s:.2f} s")
     loopback = linkcheck.loopback(int(p.loopback_mb * 1_000_000)) if p.loopback_mb > 0 else {}
     paths = StatePaths(p.state_dir or default_state_dir())
-    want = Want(p.nodes, p.nic_mbit, p.spine, p.nodes_per_leaf)
+    want = Want(p.nodes, p.nic_mbit, p.spine, p.nodes_per_leaf, p.mtu)
     runs: dict[str, list[RunSummary]] = {key: [] for key, _, _ in _variants(p)}
     with fabric_cluster(paths, want, p.wait_cluster_s) as plan:
         fabric = Fabric.load(paths.root)

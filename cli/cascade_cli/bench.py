@@ -59,6 +59,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="leaf-spine rate (default nodes-per-leaf x NIC)",
     )
     mc.add_argument("--nodes-per-leaf", type=int, default=4)
+    mc.add_argument(
+        "--mtu", type=int, default=9000, help="the fabric's MTU (default 9000, jumbo frames)"
+    )
     mc.add_argument("--blocks", type=int, default=16, help="blocks the model is cut into")
     mc.add_argument("--k", type=int, default=1, help="sources (the first k pods hold the model)")
     mc.add_argument("--repeat", type=int, default=1, help="runs per method (median reported)")
@@ -241,6 +244,7 @@ def _multicast(args: argparse.Namespace) -> int:
         nic_mbit=args.nic_mbit,
         spine_mbit=args.spine_mbit,
         nodes_per_leaf=args.nodes_per_leaf,
+        mtu=args.mtu,
         blocks=args.blocks,
         k=args.k,
         repeat=args.repeat,

@@ -12,7 +12,7 @@ from pathlib import Path
 from cascade_dev import cluster
 from cascade_dev.cpuquota import check_cores
 from cascade_dev.paths import StatePaths, default_state_dir
-from cascade_dev.topology import DEFAULT_STORAGE_MBIT
+from cascade_dev.topology import DEFAULT_MTU, DEFAULT_STORAGE_MBIT
 from cascade_dev.urls import ResolveError
 
 
@@ -51,6 +51,7 @@ def _up(args: argparse.Namespace) -> int:
         wait_nodes=not args.no_wait,
         node_cpu=args.node_cpu,
         storage_mbit=args.storage_mbit,
+        mtu=args.mtu,
         prometheus=not args.no_prometheus,
     )
     paths = _paths(args)
@@ -128,6 +129,13 @@ def add_parser(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="rate at which pods read model storage (checkpoints), so loading from storage "
         f"is 10x slower than the default NIC as on real clusters; 0: unlimited "
         f"(default {DEFAULT_STORAGE_MBIT})",
+    )
+    up.add_argument(
+        "--mtu",
+        type=int,
+        default=DEFAULT_MTU,
+        help=f"MTU of every fabric link and pod NIC (default {DEFAULT_MTU}: jumbo frames, "
+        "as GPU clusters' data fabrics run; 1500 for a plain Ethernet fabric)",
     )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait per phase")
     up.add_argument("--no-wait", action="store_true", help="don't wait for nodes to be Ready")

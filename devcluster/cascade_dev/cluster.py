@@ -39,7 +39,13 @@ from cascade_dev.kubeconfig import write_kubeconfig
 from cascade_dev.paths import StatePaths, venv_python
 from cascade_dev.pki import Pki, ensure_pki
 from cascade_dev.prometheus import PROMETHEUS
-from cascade_dev.topology import DEFAULT_STORAGE_MBIT, MODE_NETNS, ClusterPlan, plan_cluster
+from cascade_dev.topology import (
+    DEFAULT_MTU,
+    DEFAULT_STORAGE_MBIT,
+    MODE_NETNS,
+    ClusterPlan,
+    plan_cluster,
+)
 from cascade_dev.urls import parse_target, resolve_url
 
 AGENT = "nodeagent"
@@ -58,6 +64,7 @@ class UpOptions:
     wait_nodes: bool = True
     node_cpu: float | None = None  # cores of CPU quota per node; None: unlimited
     storage_mbit: int = DEFAULT_STORAGE_MBIT  # pods' model storage read rate; 0: unlimited
+    mtu: int = DEFAULT_MTU  # the fabric's (topology.py)
     prometheus: bool = True  # run Prometheus (docs/observability.md); False stops it
 
 
@@ -102,6 +109,7 @@ def up(paths: StatePaths, opts: UpOptions) -> ClusterPlan:
         nodes_per_leaf=opts.nodes_per_leaf,
         node_cpu=opts.node_cpu,
         storage_mbit=opts.storage_mbit or None,
+        mtu=opts.mtu,
     )
     if opts.node_cpu is not None:
         _check_cpu_quota()

@@ -18,6 +18,8 @@ from pathlib import Path
 from cascade_dev.topology import (
     MODE_LOOPBACK,
     MODE_NETNS,
+    POD_NETNS_PREFIX,
+    POD_VETH_PREFIX,
     ClusterPlan,
     link_names,
     parse_tbf_rates,
@@ -82,9 +84,10 @@ def _sysctl(key: str, value: str) -> None:
         path.write_text(value + "\n")
 
 
-def _bridge(name: str, have: set[str], host_facing: bool = False) -> None:
+def _bridge(name: str, have: set[str], mtu: int, host_facing: bool = False) -> None:
     if name not in have:
         sh("ip", "link", "add", name, "type", "bridge", "stp_state", "0")
+    sh("ip", "link", "set", name, "mtu", str(mtu))  # set, so ports joining keep it
     _sysctl(f"net.ipv6.conf.{name}.disable_ipv6", "1")
     if not host_facing:
         # The host owns 198.18.255.254 on the spine only. Without this, leaf and node
@@ -102,6 +105,7 @@ def _shaped_pair(
     b_mbit: int,
     have: set[str],
     rates: dict[str, int],
+    mtu: int,
 ) -> None:
     """veth a<->b; each end's egress is one direction, so both are shaped."""
     if a not in have or b not in have:
@@ -110,6 +114,7 @@ def _shaped_pair(
         sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
         rates = {}
     for dev, master, mbit in ((a, a_master, a_mbit), (b, b_master, b_mbit)):
+        sh("ip", "link", "set", dev, "mtu", str(mtu))
         sh("ip", "link", "set", dev, "master", master)
         if rates.get(dev) != mbit:
             sh("tc", "qdisc", "replace", "dev", dev, "root", "tbf", *tbf_args(mbit))
@@ -134,11 +139,11 @@ def ensure_switches(plan: ClusterPlan) -> None:
     for stale in sorted(n for n in have if _SWITCH_LINK.match(n) and n not in wanted):
         sh("ip", "link", "del", stale, check=False)
     have, rates = links(), tbf_rates()
-    _bridge(plan.spine_bridge, have, host_facing=True)
+    _bridge(plan.spine_bridge, have, plan.mtu, host_facing=True)
     sh("ip", "addr", "replace", f"{plan.host_ip}/{plan.prefix_len}", "dev", plan.spine_bridge)
     _sync_node_addresses(plan)
     for lf in plan.leaves:
-        _bridge(lf.bridge, have)
+        _bridge(lf.bridge, have, plan.mtu)
         _shaped_pair(
             lf.up_veth,
             lf.bridge,
@@ -148,13 +153,29 @@ def ensure_switches(plan: ClusterPlan) -> None:
             lf.spine_mbit,
             have,
             rates,
+            plan.mtu,
         )
     for n in plan.nodes:
-        _bridge(n.bridge, have)
+        _bridge(n.bridge, have, plan.mtu)
         leaf = plan.leaves[n.leaf_index].bridge
         _shaped_pair(
-            n.up_veth, n.bridge, n.nic_out_mbit, n.down_veth, leaf, n.nic_in_mbit, have, rates
-        )
+            n.up_veth, n.bridge, n.nic_out_mbit, n.down_veth, leaf, n.nic_in_mbit, have, rates,
+            plan.mtu,
+        )  # fmt: skip
+    _sync_pod_mtus(plan.mtu)
+
+
+def set_pod_mtu(ns: str, host_veth: str, mtu: int) -> None:
+    """A pod's NIC (both veth ends) at the fabric's MTU: a bridge drops a frame larger
+    than the port it leaves by, so pod and fabric must agree."""
+    sh("ip", "link", "set", host_veth, "mtu", str(mtu), check=False)
+    sh("ip", "-n", ns, "link", "set", "eth0", "mtu", str(mtu), check=False)
+
+
+def _sync_pod_mtus(mtu: int) -> None:
+    """Pods plumbed before `cascade dev up --mtu` changed it follow the fabric."""
+    for ns in sorted(n for n in netns_names() if n.startswith(POD_NETNS_PREFIX)):
+        set_pod_mtu(ns, POD_VETH_PREFIX + ns.removeprefix(POD_NETNS_PREFIX), mtu)
 
 
 def _sync_node_addresses(plan: ClusterPlan) -> None:

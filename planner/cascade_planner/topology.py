@@ -42,7 +42,17 @@ DEFAULT_ZONE = ""
 DEFAULT_LEAF = ""
 DEFAULT_NVLINK_MBIT = 1_600_000  # 1.6 Tbps, BlitzScale's testbed NVLink
 BYTES_PER_MBIT = 1e6 / 8
-DEFAULT_GOODPUT = 1448 / 1514
+TCP_IP_HEADERS = 52  # IPv4 20 + TCP 20 + timestamps 12, in every frame's MTU
+ETHERNET_HEADER = 14  # counted on the wire (and by a tbf qdisc), outside the MTU
+MIN_MTU = 576
+
+
+def payload_share(mtu: float) -> float:
+    """Payload bytes per byte on the wire, TCP/IPv4 over Ethernet at this MTU."""
+    return (mtu - TCP_IP_HEADERS) / (mtu + ETHERNET_HEADER)
+
+
+DEFAULT_GOODPUT = payload_share(1500)  # 1448 / 1514
 
 Vertex = tuple[str, Any]  # (kind, name): node, leaf, zone, core or nvl
 Link = tuple[Vertex, Vertex]
@@ -59,7 +69,8 @@ class FabricParams:
     default_nic_mbit: float = DEFAULT_NIC_MBIT
     # Share of a network link's rate that carries payload: TCP/IPv4 over Ethernet at MTU
     # 1500 moves 1448 payload bytes per 1514-byte frame (0.956); RoCE at MTU 4096 is
-    # about 0.98. Labels give line rates; the flow model needs payload rates.
+    # about 0.98. Labels give line rates; the flow model needs payload rates. A node's
+    # LABEL_NIC_MTU overrides it for that node's NIC.
     goodput: float = DEFAULT_GOODPUT
 
     @property
@@ -83,7 +94,9 @@ class NodeInfo:
         return (self.zone, self.leaf)
 
 
-def _mbit(labels: Mapping[str, str], key: str, default: float, warn: list[str], node: str) -> float:
+def _positive(
+    labels: Mapping[str, str], key: str, default: float, warn: list[str], node: str
+) -> float:
     raw = labels.get(key)
     if raw is None:
         return default
@@ -107,14 +120,21 @@ def node_info(
     warn = warnings if warnings is not None else []
     clique = labels.get(c.LABEL_NVLINK_CLIQUE)
     nic = params.default_nic_mbit
+    per_mbit = params.per_mbit
+    if c.LABEL_NIC_MTU in labels:
+        mtu = _positive(labels, c.LABEL_NIC_MTU, 1500, warn, name)
+        if mtu < MIN_MTU:
+            warn.append(f"node {name}: {c.LABEL_NIC_MTU}={mtu:g} is below {MIN_MTU}; ignored")
+        else:
+            per_mbit = BYTES_PER_MBIT * payload_share(mtu)
     return NodeInfo(
         name=name,
         zone=labels.get(c.LABEL_ZONE, DEFAULT_ZONE),
         leaf=labels.get(c.LABEL_LEAF, DEFAULT_LEAF),
         domain=f"clique:{clique}" if clique else f"node:{name}",
         gpu_product=labels.get(c.LABEL_GPU_PRODUCT),
-        nic_in=_mbit(labels, c.LABEL_NIC_IN_MBIT, nic, warn, name) * params.per_mbit,
-        nic_out=_mbit(labels, c.LABEL_NIC_OUT_MBIT, nic, warn, name) * params.per_mbit,
+        nic_in=_positive(labels, c.LABEL_NIC_IN_MBIT, nic, warn, name) * per_mbit,
+        nic_out=_positive(labels, c.LABEL_NIC_OUT_MBIT, nic, warn, name) * per_mbit,
     )
 
 

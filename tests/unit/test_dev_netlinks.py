@@ -9,11 +9,15 @@ from cascade_dev.topology import ClusterPlan, link_names, plan_cluster
 
 
 def _ensure(
-    monkeypatch: pytest.MonkeyPatch, plan: ClusterPlan, have: set[str], rates: dict[str, int]
+    monkeypatch: pytest.MonkeyPatch,
+    plan: ClusterPlan,
+    have: set[str],
+    rates: dict[str, int],
+    ran: list[tuple[str, ...]] | None = None,
 ) -> list[tuple[str, ...]]:
     """Run ensure_switches against a fabric that has `have` shaped at `rates`; the
-    `tc` commands it ran."""
-    ran: list[tuple[str, ...]] = []
+    `tc` commands it ran (every command in `ran`, if given)."""
+    ran = [] if ran is None else ran
 
     def sh(*cmd: str, check: bool = True) -> str:
         ran.append(cmd)
@@ -51,3 +55,16 @@ def test_a_recreated_pair_is_shaped_at_both_ends(monkeypatch: pytest.MonkeyPatch
     plan = plan_cluster(2, nic_mbit=200)
     tc = _ensure(monkeypatch, plan, set(link_names(plan)) - {"cxnu1"}, _shaped(plan))
     assert [cmd[4] for cmd in tc] == ["cxnu1", "cxnd1"]
+
+
+def test_every_switch_link_and_running_pod_gets_the_fabric_mtu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plan = plan_cluster(2, nic_mbit=200, mtu=4200)
+    ran: list[tuple[str, ...]] = []
+    monkeypatch.setattr(netlinks, "netns_names", lambda: {"cxp-abc", "other"})
+    _ensure(monkeypatch, plan, set(link_names(plan)), _shaped(plan), ran)
+    set_mtu = {cmd[-3] if cmd[1] == "-n" else cmd[3] for cmd in ran if cmd[-2:] == ("mtu", "4200")}
+    assert set(link_names(plan)) <= set_mtu  # bridges and both ends of every shaped pair
+    assert {"cxvabc", "eth0"} <= set_mtu  # the running pod's veth, both ends
+    assert not any("other" in cmd for cmd in ran)

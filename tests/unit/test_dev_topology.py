@@ -136,3 +136,14 @@ def test_plans_written_before_storage_rate_still_load() -> None:
     data = t.plan_cluster(1, storage_mbit=100).to_json()
     del data["storage_mbit"]
     assert t.ClusterPlan.from_json(data).storage_mbit is None  # as such a cluster ran
+
+
+def test_the_fabric_mtu_is_planned_checked_and_round_trips() -> None:
+    assert t.plan_cluster(2).mtu == t.DEFAULT_MTU == 9000
+    plain = t.plan_cluster(2, mtu=1500)
+    assert t.ClusterPlan.from_json(json.loads(json.dumps(plain.to_json()))) == plain
+    with pytest.raises(ValueError, match="--mtu"):
+        t.plan_cluster(2, mtu=576)
+    data = t.plan_cluster(1).to_json()
+    del data["mtu"]
+    assert t.ClusterPlan.from_json(data).mtu == 1500  # as such a cluster ran

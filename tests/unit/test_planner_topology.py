@@ -110,3 +110,22 @@ def test_zone_uplinks_only_when_set() -> None:
     links = topo.path("a", "b")
     assert len(links) == 6 and (("zone", "z1"), ("core", "")) in links
     assert topo.capacity((("zone", "z1"), ("core", ""))) == 5_000 * NET
+
+
+def test_a_nodes_mtu_label_sets_the_payload_share_of_its_nic() -> None:
+    def node(name: str, **labels: str) -> dict[str, Any]:
+        rates = {c.LABEL_NIC_IN_MBIT: "1000", c.LABEL_NIC_OUT_MBIT: "1000"}
+        return {"metadata": {"name": name, "labels": {**rates, **labels}}}
+
+    topo = topology_from_nodes(
+        [
+            node("plain"),
+            node("jumbo", **{c.LABEL_NIC_MTU: "9000"}),
+            node("bad", **{c.LABEL_NIC_MTU: "100"}),
+        ]
+    )
+    line = 1000 * BYTES_PER_MBIT
+    assert topo.nodes["plain"].nic_in == pytest.approx(line * 1448 / 1514)
+    assert topo.nodes["jumbo"].nic_out == pytest.approx(line * 8948 / 9014)
+    assert topo.nodes["bad"].nic_in == topo.nodes["plain"].nic_in
+    assert any("nic-mtu" in w and "bad" in w for w in topo.warnings)

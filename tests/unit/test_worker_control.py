@@ -316,3 +316,19 @@ def test_split_peer() -> None:
     for bad in ("169.254.169.254", "169.254.169.254:80", "224.0.0.1", "0.0.0.0", "[fe80::1]"):
         with pytest.raises(RequestError, match="not a pod address"):
             split_peer(bad)
+
+
+def test_a_background_job_that_fails_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> None:
+        ctl = Control(config("w0"), options=FAST)
+
+        async def broken() -> None:
+            raise RuntimeError("the job broke")
+
+        ctl.spawn(broken())
+        await asyncio.sleep(0.01)
+        assert not ctl.tasks  # held until done, then let go
+
+    with caplog.at_level("ERROR", logger="cascade_worker.control"):
+        asyncio.run(scenario())
+    assert "background job failed" in caplog.text and "the job broke" in caplog.text
