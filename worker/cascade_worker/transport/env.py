@@ -23,6 +23,14 @@ Why these defaults (measured on this project's machines, see GUIDE.md):
   posts a receive for it. With all of them eager, 500 strangers each sending a 1 MiB
   message grew a worker's RSS by 746 MiB (test_transport_limits); above the threshold a
   stranger's message costs the receiver nothing until it is wanted.
+- `UCX_TCP_SNDBUF=131072` (same condition): a socket's send buffer bounds what waits in
+  the NIC's queue. A chain forwards at line rate, so whatever a sender queued at the
+  start stays queued at every hop, and queued bytes past the switch's buffer are
+  dropped (a tail drop costs a 200 ms retransmission timeout). With the kernel's
+  autotuned buffer (up to 4 MiB) a 512 KiB chunk reached the next hop 17 ms later than
+  its store-and-forward time, and single runs stalled 0.2-0.3 s. 1 -> 15, 100 Mbit/s,
+  MTU 9000: 1.114-1.117x M/B -> 1.083x; unshaped loopback unchanged (0.95-1.03 GB/s
+  -> 1.03-1.05). 128 KiB is 10 ms at 100 Mbit/s, 1 ms at 1 Gbit/s.
 - `UCX_RNDV_SCHEME=put_zcopy` (same condition) for rendezvous a user turns back on
   (`UCX_RNDV_THRESH`): over TCP the automatic choice ran at 1.1-1.7 GB/s on loopback,
   put_zcopy at 2.5-4.3 GB/s (8-64 MiB messages, same runs).
@@ -52,6 +60,7 @@ EAGER_MAX_BYTES = 512 * 1024
 TCP_DEFAULTS: dict[str, str] = {
     "UCX_RNDV_THRESH": str(EAGER_MAX_BYTES + 1),
     "UCX_RNDV_SCHEME": "put_zcopy",
+    "UCX_TCP_SNDBUF": str(128 * 1024),
 }
 
 
