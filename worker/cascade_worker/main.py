@@ -101,7 +101,7 @@ def build_app(
 
 def warm_imports(engine: bool = True, startup: Startup | None = None) -> None:
     """Import what the worker's first orders need: the transfer path (torch, ucxx, the
-    multicast node) and the engine (not on a host copy). Cold, on a CPU-limited node,
+    multicast node), the engine and the pipeline roles (not on a host copy). Cold, on a CPU-limited node,
     they take seconds (the start-up's imports stage). A failure here is only logged: the
     order that needs the module reports it."""
     began = time.monotonic()
@@ -109,6 +109,9 @@ def warm_imports(engine: bool = True, startup: Startup | None = None) -> None:
         import_transfer_path()
         if engine:
             importlib.import_module("cascade_worker.engine.engine")
+            # A live scale-up's pipeline (the head brings the planner and networkx: 0.15 s)
+            for module in ("cascade_worker.pipeline.head", "cascade_worker.pipeline.server"):
+                importlib.import_module(module)
         if startup is not None:
             startup.record(StartupStage.IMPORTS, time.monotonic() - began)
     except Exception as exc:  # the build lacks a piece; its order will say so
