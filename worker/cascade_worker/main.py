@@ -101,9 +101,9 @@ def build_app(
 
 def warm_imports(engine: bool = True, startup: Startup | None = None) -> None:
     """Import what the worker's first orders need: the transfer path (torch, ucxx, the
-    multicast node), the engine and the pipeline roles (not on a host copy). Cold, on a CPU-limited node,
-    they take seconds (the start-up's imports stage). A failure here is only logged: the
-    order that needs the module reports it."""
+    multicast node), the engine and the pipeline roles (not on a host copy). Cold, on a
+    CPU-limited node, they take seconds (the start-up's imports stage). A failure here
+    is only logged: the order that needs the module reports it."""
     began = time.monotonic()
     try:
         import_transfer_path()
