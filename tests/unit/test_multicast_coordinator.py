@@ -12,6 +12,8 @@ import time
 from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
+
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.multicast.coordinator import Coordinator
 from cascade_worker.multicast.frames import Alive, Done, FrameT, Hello, Ready, Shutdown, Start
@@ -130,3 +132,62 @@ def test_a_heartbeating_node_is_waited_for_and_a_silent_one_is_given_up() -> Non
     assert done["lost"] is None
     assert isinstance(done["slow"], Done)
     assert 1.1 < waited < 5.0  # the slow node was waited for; the lost one did not hold
+
+
+class LateEndpoint:
+    """A node that says ready after `ready_s` and done at once."""
+
+    def __init__(self, node: str, ready_s: float) -> None:
+        self.node, self.ready_s = node, ready_s
+        self.sent: list[tuple[float, FrameT]] = []
+        self.frames = 0
+
+    async def send_frame(self, frame: FrameT) -> None:
+        self.sent.append((time.monotonic(), frame))
+
+    async def recv_frame(self, timeout: float | None = None) -> FrameT:
+        self.frames += 1
+        if self.frames == 1:
+            await asyncio.sleep(self.ready_s)
+            return Ready(node=self.node)
+        return Done(node=self.node)
+
+
+def run_start(rolling: bool) -> tuple[float, dict[str, tuple[float, Start]]]:
+    """Two nodes ready 0.05 s and 0.4 s in: when the leader started (after its call)
+    and each node's `start` (when it left, the frame)."""
+
+    async def scenario() -> tuple[float, dict[str, tuple[float, Start]]]:
+        coord = Coordinator("leader", ["leader", "t1", "t2"], no_store)
+        eps = {"t1": LateEndpoint("t1", 0.05), "t2": LateEndpoint("t2", 0.4)}
+        began = time.monotonic()
+        talks = [
+            asyncio.create_task(coord.converse(cast(Any, ep), Hello(node=n)))
+            for n, ep in eps.items()
+        ]
+        t0 = await coord.start_when_ready(5.0, rolling)
+        await coord.finish_when_done(5.0)
+        await asyncio.gather(*talks)
+        starts = {}
+        for n, ep in eps.items():
+            at, frame = next((at, f) for at, f in ep.sent if isinstance(f, Start))
+            assert isinstance(frame, Start)
+            starts[n] = (at - began, frame)
+        return t0 - began, starts
+
+    return asyncio.run(scenario())
+
+
+def test_a_chain_starts_with_its_first_ready_node_and_the_late_one_joins() -> None:
+    t0, starts = run_start(rolling=True)
+    assert 0.04 <= t0 < 0.2  # the first ready node's moment, not the slowest's
+    assert starts["t1"][0] < 0.2 and starts["t2"][0] >= 0.39
+    # The late node takes the leader's origin: its `start` says how long ago that was.
+    assert starts["t2"][1].since_s == pytest.approx(starts["t2"][0] - t0, abs=0.05)
+    assert starts["t1"][1].since_s < 0.05
+
+
+def test_a_binomial_plan_starts_in_common_once_every_node_is_ready() -> None:
+    t0, starts = run_start(rolling=False)
+    assert t0 >= 0.39 and all(at >= 0.39 for at, _ in starts.values())
+    assert all(frame.since_s < 0.05 for _, frame in starts.values())

@@ -2,11 +2,16 @@
 
 Start: every node starts its server, connects a control channel to the leader, says
 `hello` (receivers ask for the manifest and preallocate their buffers from it), opens
-the data connections it will need (EndpointPool.prewarm), then says `ready`. When every
-participant is ready, or `ready_timeout_s` has passed (absent nodes are logged and the
-transfer starts without them), the leader sends `start` on every control channel at
-once. Each node takes the moment `start` arrives as its time zero, so per-block arrival
-times from different nodes share one origin up to one control-message latency (tens of
+the data connections it will need (EndpointPool.prewarm), then says `ready`. A binomial
+plan starts in common: when every participant is ready, or `ready_timeout_s` has passed
+(absent nodes are logged and the transfer starts without them), the leader sends
+`start` on every control channel at once, since its steps give each sender's link to one
+receiver at a time and a late receiver would hold its step. A chain starts with its
+first ready node and each other node on its own `ready`: a hop pulls from the hop before
+it whatever that one holds, so the first hop need not wait for the slowest pod of the
+plan (issue 15: the first bytes within 1 s of the first target answering). `start` says
+how long ago the leader's time zero was, and each node takes that origin, so per-block
+arrival times from different nodes share it up to one control-message latency (tens of
 microseconds on a LAN); connection set-up is entirely before it.
 
 End: each node reports `done` (with the blocks it is missing) when its own transfer
@@ -26,6 +31,7 @@ before it reports, so it served 10 s late in a burst.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -67,13 +73,17 @@ class Coordinator:
         self.started = asyncio.Event()
         self.finished = asyncio.Event()
         self._all_ready = asyncio.Event()
+        self._any_ready = asyncio.Event()
         self._all_done = asyncio.Event()
         self._ended: set[str] = set()  # conversations over (after `shutdown`, or cut short)
         self._all_ended = asyncio.Event()
         self.t0 = 0.0
+        self._absent: asyncio.Task[None] | None = None  # a rolling start's ready timeout
         self._check()
 
     def _check(self) -> None:
+        if self.ready or not self.expected:
+            self._any_ready.set()
         if self.expected <= self.ready:
             self._all_ready.set()
         if self.expected <= set(self.done):
@@ -102,7 +112,7 @@ class Coordinator:
             self.ready.add(node)
             self._check()
             await self.started.wait()
-            await ep.send_frame(Start())
+            await ep.send_frame(Start(since_s=time.monotonic() - self.t0))
             frame = await self._next_report(ep, node)
             if not isinstance(frame, Done):
                 raise FrameError(f"expected done from {node}, got {frame.kind!r}")
@@ -138,19 +148,33 @@ class Coordinator:
         finally:
             watchdog.cancel()
 
-    async def start_when_ready(self, timeout_s: float) -> float:
-        """Wait for every participant (bounded), then start; returns time zero (monotonic)."""
+    async def start_when_ready(self, timeout_s: float, rolling: bool = False) -> float:
+        """Start once every participant is ready (bounded), or once the first one is when
+        `rolling` (each node then starts on its `ready`); returns time zero (monotonic):
+        the transfer's start, when bytes can flow."""
+        if rolling:
+            self._absent = asyncio.ensure_future(self._drop_absent(timeout_s))
+            with contextlib.suppress(TimeoutError):  # `_drop_absent` says who is missing
+                await asyncio.wait_for(self._any_ready.wait(), timeout_s)
+        else:
+            await self._drop_absent(timeout_s)
+        self.t0 = time.monotonic()
+        self.started.set()
+        return self.t0
+
+    async def _drop_absent(self, timeout_s: float) -> None:
+        """Wait for every participant's `ready`; past `timeout_s` the absent ones are
+        left out (the leader waits for no report of theirs)."""
         try:
             await asyncio.wait_for(self._all_ready.wait(), timeout_s)
         except TimeoutError:
             log.error("leader: starting without %s", sorted(self.expected - self.ready))
             self.expected = set(self.ready)
             self._check()
-        self.t0 = time.monotonic()
-        self.started.set()
-        return self.t0
 
     async def finish_when_done(self, timeout_s: float) -> None:
+        if self._absent is not None:
+            self._absent.cancel()  # a node not ready by now reports nothing to wait for
         try:
             await asyncio.wait_for(self._all_done.wait(), timeout_s)
         except TimeoutError:

@@ -91,14 +91,15 @@ class LeaderLink:
             )
         return frame
 
-    async def ready(self) -> None:
-        """Say ready and wait for the common start."""
+    async def ready(self) -> float:
+        """Say ready and wait for `start`; the seconds since the leader's time zero."""
         assert self._ep is not None
         await self._ep.send_frame(Ready(node=self.me))
         frame = await self._ep.recv_frame(timeout=self.timeout_s * 2)
         if not isinstance(frame, Start):
             raise FrameError(f"expected start, got {frame.kind!r}")
         self._beating = asyncio.ensure_future(self._beat(self._ep))
+        return frame.since_s
 
     async def _beat(self, ep: Endpoint[FrameT]) -> None:
         """`alive` until `done` (coordinator.py says why); whole frames only, so `done`

@@ -70,6 +70,9 @@ class Ready(_Frame):
 
 class Start(_Frame):
     kind: Literal["start"] = "start"
+    # Seconds since the leader's time zero when this left: a chain hop that joins a
+    # running transfer takes the leader's origin, so every node's times share it.
+    since_s: float = Field(default=0.0, ge=0.0)
 
 
 class Done(_Frame):

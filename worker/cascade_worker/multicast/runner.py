@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from cascade_api.scaleplan import ScalePlanSpec
+from cascade_api.scaleplan import PlanStrategy, ScalePlanSpec
 from cascade_protocol.peer_auth import PeerKey
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.multicast.coordinator import Coordinator
@@ -161,8 +161,12 @@ class MulticastNode:
     async def _lead(self, coord: Coordinator) -> NodeResult:
         opts = self.options
         began = time.monotonic()
-        t0 = await coord.start_when_ready(opts.ready_timeout_s)
-        log.info("%s: started, leading (every peer ready after %.3f s)", self.me, t0 - began)
+        rolling = self.role.strategy == PlanStrategy.CHAIN  # coordinator.py says why
+        t0 = await coord.start_when_ready(opts.ready_timeout_s, rolling)
+        if rolling:
+            log.info("%s: started, leading (peers start as each is ready)", self.me)
+        else:
+            log.info("%s: started, leading (every peer ready after %.3f s)", self.me, t0 - began)
         result = self._result(t0, time.time())
         self._emit(result)
         await coord.finish_when_done(opts.deadline_s + opts.ready_timeout_s)
@@ -197,11 +201,13 @@ class MulticastNode:
         )
         await fetcher.attach_all(role.contacts)
         warmed = time.monotonic()
-        await link.ready()
-        t0, wall = time.monotonic(), time.time()
+        since = await link.ready()
+        started = time.monotonic()
+        t0, wall = started - since, time.time() - since  # the leader's time zero
         log.info(
             "%s: started (leader's hello %.3f s, store and data connections %.3f s, "
-            "ready to start %.3f s)", self.me, said - began, warmed - said, t0 - warmed,
+            "ready to start %.3f s, %.3f s after the leader)",
+            self.me, said - began, warmed - said, started - warmed, since,
         )  # fmt: skip
         receiver = None
         if not role.is_source:
