@@ -182,7 +182,7 @@ def test_a_chain_starts_with_its_first_ready_node_and_the_late_one_joins() -> No
     t0, starts = run_start(rolling=True)
     assert 0.04 <= t0 < 0.2  # the first ready node's moment, not the slowest's
     assert starts["t1"][0] < 0.2 and starts["t2"][0] >= 0.39
-    # The late node takes the leader's origin: its `start` says how long ago that was.
+    # The late node's `start` says how long after the leader's time zero it came.
     assert starts["t2"][1].since_s == pytest.approx(starts["t2"][0] - t0, abs=0.05)
     assert starts["t1"][1].since_s < 0.05
 

@@ -9,10 +9,12 @@ plan starts in common: when every participant is ready, or `ready_timeout_s` has
 receiver at a time and a late receiver would hold its step. A chain starts with its
 first ready node and each other node on its own `ready`: a hop pulls from the hop before
 it whatever that one holds, so the first hop need not wait for the slowest pod of the
-plan (issue 15: the first bytes within 1 s of the first target answering). `start` says
-how long ago the leader's time zero was, and each node takes that origin, so per-block
-arrival times from different nodes share it up to one control-message latency (tens of
-microseconds on a LAN); connection set-up is entirely before it.
+plan (issue 15: the first bytes within 1 s of the first target answering). Each node
+takes the moment `start` arrives as its time zero: its times are its own transfer's
+(what the flow model predicts for it; in a common start every node's share one origin
+up to one control-message latency, tens of microseconds on a LAN), and connection
+set-up is entirely before it. `start` says how long after the leader's time zero it
+left (in the node's log).
 
 End: each node reports `done` (with the blocks it is missing) when its own transfer
 ends, but keeps serving, because peers downstream may still pull from it. Until then it

@@ -70,8 +70,8 @@ class Ready(_Frame):
 
 class Start(_Frame):
     kind: Literal["start"] = "start"
-    # Seconds since the leader's time zero when this left: a chain hop that joins a
-    # running transfer takes the leader's origin, so every node's times share it.
+    # Seconds since the leader's time zero when this left (a chain hop that joins a
+    # running transfer: how late; the node logs it).
     since_s: float = Field(default=0.0, ge=0.0)
 
 

@@ -202,12 +202,11 @@ class MulticastNode:
         await fetcher.attach_all(role.contacts)
         warmed = time.monotonic()
         since = await link.ready()
-        started = time.monotonic()
-        t0, wall = started - since, time.time() - since  # the leader's time zero
+        t0, wall = time.monotonic(), time.time()
         log.info(
             "%s: started (leader's hello %.3f s, store and data connections %.3f s, "
             "ready to start %.3f s, %.3f s after the leader)",
-            self.me, said - began, warmed - said, started - warmed, since,
+            self.me, said - began, warmed - said, t0 - warmed, since,
         )  # fmt: skip
         receiver = None
         if not role.is_source:
