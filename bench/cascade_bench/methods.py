@@ -89,6 +89,7 @@ def cascade_launches(
         ]  # fmt: skip
         argv += ["--model-dir", str(model.path)] if pod in sources else ["--receive"]
         argv += ["--ready-timeout-s", str(p.ready_timeout_s), "--deadline-s", str(deadline_s)]
+        argv += ["--common-start"]  # the transfer from one origin, set-up before it
         if chunk_kb is not None:
             argv += ["--chunk-bytes", str(chunk_kb * 1024)]
         env = {"POD_IP": pod.net.ip, "OMP_NUM_THREADS": "1", **dict(p.node_env)}

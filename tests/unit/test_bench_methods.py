@@ -68,6 +68,7 @@ def test_launches_parse_with_the_node_cli(tmp_path: Path) -> None:
     args = node.parse_args(list(src.argv[3:]))  # after: python -m module
     assert (args.me, args.model_dir, args.chunk_bytes) == ("bench-0", Path("/models/m"), 256 << 10)
     assert args.deadline_s == 99.0
+    assert args.common_start  # the bench times the transfer from one origin
     assert node.parse_args(list(rcv.argv[3:])).receive
     peers = json.loads(args.peers.read_text())
     assert peers["bench-2"].startswith("198.18.2.2:") and args.listen == peers["bench-0"]

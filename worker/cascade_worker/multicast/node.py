@@ -61,6 +61,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=[],
         help="fault injection: send this block once with a flipped bit",
     )
+    p.add_argument(
+        "--common-start",
+        action="store_true",
+        help="start a chain once every node is ready, as a binomial plan (a benchmark's "
+        "one origin); by default each chain node starts as it is ready",
+    )
     p.add_argument("--log-level", default=os.environ.get("CASCADE_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
 
@@ -89,6 +95,7 @@ async def amain(args: argparse.Namespace) -> NodeResult:
         linger_s=args.linger_s,
         rate_bytes_per_s=args.rate_mbit * 1e6 / 8 if args.rate_mbit else None,
         corrupt_blocks=tuple(args.corrupt_block),
+        common_start=args.common_start,
         key=key_from_env(),  # $CASCADE_PEER_TOKEN, as in a worker; unset: open
     )
     store = None

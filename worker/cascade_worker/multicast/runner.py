@@ -57,6 +57,9 @@ class NodeOptions:
     max_attempts: int = 3  # checksum failures per (block, sender) before trying elsewhere
     rate_bytes_per_s: float | None = None  # cap on this node's sending rate
     corrupt_blocks: tuple[int, ...] = ()  # fault injection: send these once with a bad bit
+    # Start a chain in common too (coordinator.py): `cascade bench multicast` measures
+    # the transfer from one origin, every node's set-up before it, as gloo's rendezvous.
+    common_start: bool = False
     # The deployment's peer token (cascade_protocol.peer_auth): proves this node to its
     # peers and refuses connections without it or from outside the plan. None: open.
     key: PeerKey | None = None
@@ -161,7 +164,8 @@ class MulticastNode:
     async def _lead(self, coord: Coordinator) -> NodeResult:
         opts = self.options
         began = time.monotonic()
-        rolling = self.role.strategy == PlanStrategy.CHAIN  # coordinator.py says why
+        # coordinator.py says why a chain need not start in common
+        rolling = self.role.strategy == PlanStrategy.CHAIN and not opts.common_start
         t0 = await coord.start_when_ready(opts.ready_timeout_s, rolling)
         if rolling:
             log.info("%s: started, leading (peers start as each is ready)", self.me)
