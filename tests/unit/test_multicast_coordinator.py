@@ -191,3 +191,21 @@ def test_a_binomial_plan_starts_in_common_once_every_node_is_ready() -> None:
     t0, starts = run_start(rolling=False)
     assert t0 >= 0.39 and all(at >= 0.39 for at, _ in starts.values())
     assert all(frame.since_s < 0.05 for _, frame in starts.values())
+
+
+def test_a_chain_node_never_ready_is_left_out_after_the_ready_timeout() -> None:
+    """The leader of a rolling start calls finish_when_done at once; the node that never
+    says ready must still be dropped at `ready_timeout_s`, not awaited to the deadline."""
+
+    async def scenario() -> float:
+        coord = Coordinator("leader", ["leader", "t1", "gone"], no_store)
+        talk = asyncio.create_task(
+            coord.converse(cast(Any, LateEndpoint("t1", 0.01)), Hello(node="t1"))
+        )
+        began = time.monotonic()
+        await coord.start_when_ready(0.3, rolling=True)
+        await coord.finish_when_done(10.0)
+        await talk
+        return time.monotonic() - began
+
+    assert asyncio.run(scenario()) < 2.0

@@ -175,12 +175,12 @@ class Coordinator:
             self._check()
 
     async def finish_when_done(self, timeout_s: float) -> None:
-        if self._absent is not None:
-            self._absent.cancel()  # a node not ready by now reports nothing to wait for
         try:
             await asyncio.wait_for(self._all_done.wait(), timeout_s)
         except TimeoutError:
             log.error("leader: no report from %s", sorted(self.expected - set(self.done)))
+        if self._absent is not None:  # a rolling start's ready timeout, still running
+            self._absent.cancel()
         self.finished.set()
         self._check()
         try:
