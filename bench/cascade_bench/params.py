@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from cascade_dev.topology import DEFAULT_MTU
+
 METHODS = ("chain", "binomial", "unicast", "gloo")
 
 
@@ -16,7 +18,7 @@ class Params:
     nic_mbit: int = 200
     spine_mbit: int | None = None  # None: nodes_per_leaf x NIC (a non-blocking spine)
     nodes_per_leaf: int = 4
-    mtu: int = 9000  # the fabric's (cascade dev up --mtu)
+    mtu: int = DEFAULT_MTU  # the fabric's (cascade dev up --mtu)
     blocks: int = 16
     k: int = 1
     repeat: int = 1

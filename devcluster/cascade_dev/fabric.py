@@ -104,11 +104,8 @@ class Fabric:
     def _plumb(self, pod_uid: str, bridge: str, net: PodNet) -> None:
         assert net.netns is not None
         ns, host, temp = net.netns, pod_host_veth(pod_uid), pod_temp_veth(pod_uid)
-        if not self._plumbed(ns, host, bridge, net.ip):
-            self._create(ns, host, temp, bridge, net.ip)
-        netlinks.set_pod_mtu(ns, host, self.plan.mtu)
-
-    def _create(self, ns: str, host: str, temp: str, bridge: str, ip: str) -> None:
+        if self._plumbed(ns, host, bridge, net.ip):
+            return  # at the fabric's MTU: `cascade dev up` sets every pod's (netlinks)
         # Partial leftovers (crash mid-way): start this pod's plumbing over.
         sh("ip", "netns", "del", ns, check=False)
         sh("ip", "link", "del", host, check=False)
@@ -117,9 +114,10 @@ class Fabric:
         sh("ip", "link", "add", host, "type", "veth", "peer", "name", temp)
         sh("ip", "link", "set", temp, "netns", ns)
         sh("ip", "-n", ns, "link", "set", temp, "name", "eth0")
-        sh("ip", "-n", ns, "addr", "add", f"{ip}/{self.plan.prefix_len}", "dev", "eth0")
+        sh("ip", "-n", ns, "addr", "add", f"{net.ip}/{self.plan.prefix_len}", "dev", "eth0")
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        netlinks.set_pod_mtu(ns, host, self.plan.mtu)
         sh("ip", "link", "set", host, "master", bridge)
         sh("ip", "link", "set", host, "up")
 

@@ -45,6 +45,7 @@ BYTES_PER_MBIT = 1e6 / 8
 TCP_IP_HEADERS = 52  # IPv4 20 + TCP 20 + timestamps 12, in every frame's MTU
 ETHERNET_HEADER = 14  # counted on the wire (and by a tbf qdisc), outside the MTU
 MIN_MTU = 576
+ASSUMED_MTU = 1500  # a NIC without LABEL_NIC_MTU
 
 
 def payload_share(mtu: float) -> float:
@@ -52,7 +53,7 @@ def payload_share(mtu: float) -> float:
     return (mtu - TCP_IP_HEADERS) / (mtu + ETHERNET_HEADER)
 
 
-DEFAULT_GOODPUT = payload_share(1500)  # 1448 / 1514
+DEFAULT_GOODPUT = payload_share(ASSUMED_MTU)  # 1448 / 1514
 
 Vertex = tuple[str, Any]  # (kind, name): node, leaf, zone, core or nvl
 Link = tuple[Vertex, Vertex]
@@ -122,7 +123,7 @@ def node_info(
     nic = params.default_nic_mbit
     per_mbit = params.per_mbit
     if c.LABEL_NIC_MTU in labels:
-        mtu = _positive(labels, c.LABEL_NIC_MTU, 1500, warn, name)
+        mtu = _positive(labels, c.LABEL_NIC_MTU, ASSUMED_MTU, warn, name)
         if mtu < MIN_MTU:
             warn.append(f"node {name}: {c.LABEL_NIC_MTU}={mtu:g} is below {MIN_MTU}; ignored")
         else:
