@@ -209,6 +209,15 @@ class LiveScaling(ApiModel):
         "which runs the layers it holds (a split chosen per batch by zigzag scheduling) and "
         "the source the rest; off: the pair forms once the target holds half the layers.",
     )
+    min_lead_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        le=3600,
+        description="With enabled: an execution pipeline forms only where the plan predicts "
+        "it serves at least this long before one of its members could serve alone. Setting "
+        "one up (the head's KV cache, a stage on the source) takes CPU and memory from pods "
+        "that are receiving, which a shorter window does not repay. 0: any lead.",
+    )
 
     @property
     def cooperating(self) -> bool:

@@ -232,6 +232,9 @@ def _scaleup(cfg: ScaleupConfig, core: Any, custom: Any, ns: str, name: str, say
     completed_s = time.monotonic() - begun
     _wait(lambda: ready() >= cfg.end, cfg.timeout_s, f"{cfg.end} pods Ready")
     ready_s = time.monotonic() - begun
+    # A follow-up plan for a pod that answered late may have come after the first wait:
+    # every target is Ready now, so every plan exists; wait for those too.
+    _wait(finished, cfg.timeout_s, "every ScalePlan finished")
     return {
         "from": cfg.start,
         "to": cfg.end,

@@ -55,6 +55,8 @@ class PlanRequest:
     # Live scale-ups: sources may serve as the last stage of an execution pipeline.
     source_stages: bool = False
     cooperative: bool = False  # ... from the target's first block (BlitzScale 5.2)
+    # ... only where a pipeline serves this long before a member could serve alone.
+    pipeline_lead_s: float = 0.0
     # Targets that run no engine (host copies): they receive, never join a pipeline.
     stageless: Collection[str] = ()
 
@@ -246,6 +248,7 @@ def _build(
         groups=members,
         source_stages=request.source_stages,
         cooperative=request.cooperative,
+        pipeline_lead_s=request.pipeline_lead_s,
         stageless=request.stageless,
         subgroups=groups,
     )

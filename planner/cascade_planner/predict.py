@@ -64,11 +64,13 @@ def predict(
     groups: Sequence[Sequence[str]] | None = None,
     source_stages: bool = False,
     cooperative: bool = False,
+    pipeline_lead_s: float = 0.0,
     stageless: Collection[str] = (),
     subgroups: Sequence[SubGroup] | None = None,
 ) -> Prediction:
     """Flow-model prediction of `spec` (blocks numbered 0..b-1 in layer order);
-    `source_stages`: its sources may join execution pipelines (pipelines.py);
+    `source_stages`: its sources may join execution pipelines (pipelines.py), each
+    pipeline serving at least `pipeline_lead_s` before a member could serve alone;
     `stageless`: targets that never do (host copies run no engine); `subgroups`: the
     sub-groups a binomial spec's schedule was made from, to time it from their index
     schedules (binomial_time.py: the same numbers, without walking its transfers)."""
@@ -125,7 +127,7 @@ def predict(
     joining = [s.pod for s in spec.sources if s.tier == SourceTier.GPU] if source_stages else []
     chosen = groups if groups is not None else default_groups
     members = [[p for p in g if p not in stageless] for g in chosen]
-    pipelines = form_pipelines(members, arrivals, blocks, joining, cooperative)
+    pipelines = form_pipelines(members, arrivals, blocks, joining, cooperative, pipeline_lead_s)
     joins = {
         st.pod: e.ready_seconds for e in pipelines for st in e.stages if e.ready_seconds is not None
     }

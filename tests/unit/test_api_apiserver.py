@@ -122,7 +122,7 @@ def test_minimal_manifest_gets_the_documented_defaults() -> None:
     assert spec["scaling"]["interactiveBackpressure"] == {"tolerance": 0.1}
     assert spec["multicast"] == {"strategy": "auto", "blocks": 16, "k": 1, "fromPeers": True}
     assert spec["hostCopies"] == 1
-    assert spec["liveScaling"] == {"enabled": True, "cooperative": True}
+    assert spec["liveScaling"] == {"enabled": True, "cooperative": True, "minLeadSeconds": 1.0}
     assert spec["materialization"] == {"enabled": False}  # opt in: the Job takes a GPU
     assert spec["engine"] == {
         "dtype": "auto",

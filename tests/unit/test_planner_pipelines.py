@@ -155,3 +155,31 @@ def test_a_host_copy_target_never_joins_a_pipeline() -> None:
     assert first not in members and members & set(live.targets)
     alone = plan(dataclasses.replace(request, stageless=list(request.targets)), topo)
     assert alone.execution_pipelines == []
+
+
+def test_a_pipeline_forms_only_with_the_minimum_lead() -> None:
+    """liveScaling.minLeadSeconds: a pipeline that would serve for less than the lead
+    before a member serves alone is not worth setting up on pods that are receiving."""
+    arrivals = {"t1": [1.0, 2.0, 3.0, 4.0], "t2": [1.5, 2.5, 3.5, 4.5]}
+    table = blocks(4)
+    # Receivers a and b cover the model at 2.0; the first of them completes at 6.0.
+    crossed = {"a": [1.0, 2.0, 5.0, 6.0], "b": [5.0, 6.0, 1.0, 2.0]}
+    assert len(form_pipelines([["a"], ["b"]], crossed, table, lead_s=3.9)) == 1
+    assert form_pipelines([["a"], ["b"]], crossed, table, lead_s=4.0) == []
+    # The source pair: t1 holds half the layers at 2.0 and completes at 4.0.
+    (paired,) = form_pipelines([["t1", "t2"]], arrivals, table, ["s"], lead_s=1.9)
+    assert paired.stages[0].pod == "t1"
+    assert form_pipelines([["t1", "t2"]], arrivals, table, ["s"], lead_s=2.0) == []
+    # Cooperative: from t1's first block (1.0), a lead of 2.9 s still fits.
+    assert form_pipelines([["t1", "t2"]], arrivals, table, ["s"], True, lead_s=2.9) != []
+
+
+def test_live_plans_carry_the_lead_through_plan() -> None:
+    topo = topology_from_nodes(nodes(8))
+    request = dataclasses.replace(kway_request(1, 3, 8, "chain"), source_stages=True)
+    live = plan(request, topo)
+    (pipeline,) = live.execution_pipelines
+    assert pipeline.ready_seconds is not None and live.predicted_completion_seconds is not None
+    window = live.predicted_completion_seconds - pipeline.ready_seconds
+    assert plan(dataclasses.replace(request, pipeline_lead_s=window / 2), topo).execution_pipelines
+    assert not plan(dataclasses.replace(request, pipeline_lead_s=2 * window), topo).execution_pipelines

@@ -132,6 +132,7 @@ def make_plan(
         k=spec.multicast.k if strategy == PlanStrategy.BINOMIAL else None,
         source_stages=spec.live_scaling.enabled,
         cooperative=spec.live_scaling.cooperating,
+        pipeline_lead_s=spec.live_scaling.min_lead_seconds,
         # Live with several sources: their chains carry the blocks in shifted orders, so
         # receivers hold different layers early and cover the model together (λScale).
         # From one source the chains stay in order: a source closes the pipeline.
