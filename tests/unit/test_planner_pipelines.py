@@ -181,5 +181,7 @@ def test_live_plans_carry_the_lead_through_plan() -> None:
     (pipeline,) = live.execution_pipelines
     assert pipeline.ready_seconds is not None and live.predicted_completion_seconds is not None
     window = live.predicted_completion_seconds - pipeline.ready_seconds
-    assert plan(dataclasses.replace(request, pipeline_lead_s=window / 2), topo).execution_pipelines
-    assert not plan(dataclasses.replace(request, pipeline_lead_s=2 * window), topo).execution_pipelines
+    short = dataclasses.replace(request, pipeline_lead_s=window / 2)
+    long = dataclasses.replace(request, pipeline_lead_s=window * 2)
+    assert plan(short, topo).execution_pipelines
+    assert not plan(long, topo).execution_pipelines
