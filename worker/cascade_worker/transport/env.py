@@ -38,6 +38,13 @@ Why these defaults (measured on this project's machines, see GUIDE.md):
   chosen transports ignore, which is noise in worker logs.
 - `UCX_TCP_CM_REUSEADDR=y`: a worker restarted on its fixed port must not fail with
   "Device is busy" while the previous socket lingers in TIME_WAIT.
+
+ucxx's progress thread waits on the UCX worker's event fd with a timeout that ucxx fixes
+at 1 ms, so an idle process woke 1,000 times a second: 3.3 % of a core each, here, doing
+nothing; 16 of them on a 2-core host are a quarter of its CPU. UCX wakes the thread on
+every event it has (socket readiness, requests posted from Python), so the timeout is
+only a backstop: `PROGRESS_WAKE_MS` (50; `CASCADE_UCX_PROGRESS_WAKE_MS` overrides) makes
+the idle cost 0.1 %. `cascade bench multicast`, 1 -> 15: bench/README.md, issue 15.
 """
 
 from __future__ import annotations
@@ -46,8 +53,10 @@ import contextlib
 import importlib
 import os
 import sys
-from collections.abc import MutableMapping
+import weakref
+from collections.abc import Mapping, MutableMapping
 from types import ModuleType
+from typing import Any
 
 UCX_DEFAULTS: dict[str, str] = {
     "UCX_TLS": "tcp,self",
@@ -62,6 +71,25 @@ TCP_DEFAULTS: dict[str, str] = {
     "UCX_RNDV_SCHEME": "put_zcopy",
     "UCX_TCP_SNDBUF": str(128 * 1024),
 }
+
+
+# The progress thread's epoll timeout (module docstring); ucxx's own is 1 ms.
+PROGRESS_WAKE_MS = 50
+PROGRESS_WAKE_ENV = "CASCADE_UCX_PROGRESS_WAKE_MS"
+
+
+def progress_wake_ms(environ: Mapping[str, str] | None = None) -> int:
+    """The progress thread's epoll timeout: PROGRESS_WAKE_MS unless the env sets one."""
+    raw = (os.environ if environ is None else environ).get(PROGRESS_WAKE_ENV)
+    if raw is None:
+        return PROGRESS_WAKE_MS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{PROGRESS_WAKE_ENV}={raw!r} is not a whole number of ms >= 1")
+    return value
 
 
 def configure_ucx_env(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
@@ -83,6 +111,8 @@ def ucx() -> ModuleType:
     configure_ucx_env()
     import ucxx
 
+    _wake_progress_less(progress_wake_ms())
+
     # ucxx's progress thread imports cuda.core as it starts (its CUDA-context hook), in C
     # code that holds the GIL for 0.2-0.5 s: a fresh worker's event loop stalled there
     # while its first plan connected. Importing it here puts that cost in the preload.
@@ -90,6 +120,28 @@ def ucx() -> ModuleType:
         importlib.import_module("cuda.core")
     module: ModuleType = ucxx
     return module
+
+
+def _wake_progress_less(timeout_ms: int) -> None:
+    """Start ucxx's progress threads with `timeout_ms` instead of its 1 ms (module
+    docstring). ucxx picks the class from its application_context module when a loop
+    first needs progress, so replacing it there covers every later context."""
+    from ucxx._lib_async import application_context
+    from ucxx._lib_async import continuous_ucx_progress as progress
+
+    if getattr(application_context.ThreadMode, "wake_ms", None) == timeout_ms:
+        return
+    base = progress.ThreadMode  # ucxx's own (only application_context's name is replaced)
+
+    class ThreadMode(base):  # type: ignore[misc, valid-type]
+        def __init__(self, worker: Any, event_loop: Any, polling_mode: bool = False) -> None:
+            progress.ProgressTask.__init__(self, worker, event_loop)
+            worker.set_progress_thread_start_callback(progress._create_context)
+            worker.start_progress_thread(polling_mode=polling_mode, epoll_timeout=timeout_ms)
+            weakref.finalize(self, worker.stop_progress_thread)
+
+    ThreadMode.wake_ms = timeout_ms
+    application_context.ThreadMode = ThreadMode
 
 
 def use_notifier_thread() -> None:
