@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
     p = docs[0]["params"]
     title = (
         f"cascade bench multicast: {p['model_bytes'] / 1e6:.0f} MB in {p['blocks']} blocks, "
-        f"{p['nic_mbit']} Mbit/s NICs, MTU {p.get('mtu', 1500)} (labels: host CPU busy)"
+        f"{p['nic_mbit']} Mbit/s NICs, MTU {p.get('mtu', 1500)}\n(labels: host CPU busy)"
     )
     plot(points(docs), title, out)
     print(f"wrote {out}")
