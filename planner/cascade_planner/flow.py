@@ -11,7 +11,7 @@ fast links first). Hop j needs M + (j+1)·fill bytes: one chunk of store-and-for
 hop, as in `estimate_seconds`. Rates are re-shared when a whole chain finishes (an
 event per chain, not per hop: hops of one chain finish within a few chunks of each
 other). The time hop j holds block p is when its progress passes the bytes up to p in
-the chain's order, plus j+1 hop latencies. Chains are predicted in chain_flow.py.
+the chain's order, plus j+1 hop latencies.
 
 Binomial steps are synchronous in the model: a step lasts max over links of (bytes of
 the step crossing the link) / capacity, plus one hop latency. That is the step's
@@ -23,8 +23,12 @@ barrier, so a later step may start early on some nodes; the model does not credi
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
 
+from cascade_planner.chain_rates import chain_rates, link_users
 from cascade_planner.topology import Link
 
 _EPS = 1e-9
@@ -59,7 +63,8 @@ def _ids(
 def fair_rates(
     paths: Sequence[Sequence[int]], caps: Sequence[float], upstream: Sequence[int] | None = None
 ) -> list[float]:
-    """`max_min_rates` over link ids (`caps[id]`: bytes/s): each capacity looked up once."""
+    """`max_min_rates` over link ids (`caps[id]`: bytes/s): each capacity looked up once
+    (predict_chains re-shares with chain_rates.py, this specialised for chains)."""
     n = len(paths)
     rates = [0.0] * n
     children: dict[int, list[int]] = {}
@@ -114,6 +119,72 @@ def fair_rates(
     return rates
 
 
+@dataclass(frozen=True)
+class ChainTimes:
+    complete: list[list[float]]  # [chain][hop] seconds until the hop holds every block
+    arrivals: list[list[list[float]]]  # [chain][hop][position in the chain's order]
+
+
+def predict_chains(
+    routes: Sequence[Sequence[str]],
+    sizes: Sequence[Sequence[int]],
+    path: Callable[[str, str], Sequence[Link]],
+    capacity: Callable[[Link], float],
+    *,
+    fill_bytes: float,
+    hop_latency_s: float = 0.0,
+) -> ChainTimes:
+    """`routes[c]`: source node then hop nodes; `sizes[c]`: block bytes in send order."""
+    flows: list[tuple[int, int]] = []  # (chain, hop); a chain's hops are consecutive
+    paths: list[tuple[int, ...]] = []  # link ids
+    ids: dict[Link, int] = {}
+    caps: list[float] = []
+    need: list[float] = []
+    for c, route in enumerate(routes):
+        total = float(sum(sizes[c]))
+        for j in range(len(route) - 1):
+            flows.append((c, j))
+            paths.append(_ids(path(route[j], route[j + 1]), ids, caps, capacity))
+            need.append(total + (j + 1) * fill_bytes)
+    progress = [0.0] * len(flows)
+    segments: list[list[tuple[float, float, float]]] = [[] for _ in flows]  # (t0, p0, rate)
+    first = list(accumulate((max(0, len(r) - 1) for r in routes), initial=0))  # chain -> flow
+    live = [c for c, route in enumerate(routes) if len(route) > 1]
+    chain_of, users = [c for c, _ in flows], link_users(paths)
+    t = 0.0
+    while live:
+        idx = [i for c in live for i in range(first[c], first[c + 1])]
+        rates = chain_rates(live, first, chain_of, paths, users, caps)
+        takes = [
+            (need[i] - progress[i] if need[i] > progress[i] else 0.0) / r if r > 0 else _INF
+            for i, r in zip(idx, rates, strict=True)
+        ]
+        finish, q = {}, 0
+        for c in live:  # a chain lasts as long as its slowest hop
+            n = first[c + 1] - first[c]
+            finish[c] = max(0.0, *takes[q : q + n])
+            q += n
+        dt = min(finish.values())
+        if dt == _INF:
+            raise ValueError("a chain crosses a link of zero capacity")
+        for i, r in zip(idx, rates, strict=True):
+            segments[i].append((t, progress[i], r))
+            progress[i] += r * dt
+        t += dt
+        live = [c for c in live if finish[c] > dt * (1 + _EPS)]
+    complete: list[list[float]] = [[] for _ in routes]
+    arrivals: list[list[list[float]]] = [[] for _ in routes]
+    cums = [list(accumulate(s, initial=0.0))[1:] for s in sizes]  # 0.0 + s0, + s1, ...
+    for i, (c, j) in enumerate(flows):
+        lat = (j + 1) * hop_latency_s
+        offset = (j + 1) * fill_bytes
+        times = _reach_all(segments[i], [cum + offset for cum in cums[c]], lat)
+        # The last mark is need[i] itself (integer byte sums are exact in floats).
+        complete[c].append(times[-1] if times else _reach(segments[i], need[i]) + lat)
+        arrivals[c].append(times)
+    return ChainTimes(complete=complete, arrivals=arrivals)
+
+
 def _reach(segments: Sequence[tuple[float, float, float]], x: float) -> float:
     """First time the piecewise-linear progress reaches x."""
     for k, (t0, p0, rate) in enumerate(segments):
@@ -121,6 +192,28 @@ def _reach(segments: Sequence[tuple[float, float, float]], x: float) -> float:
         if x <= end * (1 + _EPS) or k + 1 == len(segments):
             return t0 + max(0.0, x - p0) / rate if rate > 0 else float("inf")
     return 0.0
+
+
+def _reach_all(
+    segments: Sequence[tuple[float, float, float]], marks: Sequence[float], lat: float
+) -> list[float]:
+    """`_reach(segments, x) + lat` for rising marks, one slice of marks per segment (the
+    segment `_reach` picks only moves forward as x grows): O(blocks + segments) per hop,
+    with the same arithmetic as `_reach`, so the same floats."""
+    if not segments:
+        return [0.0 + lat for _ in marks]
+    out: list[float] = []
+    start, last = 0, len(segments) - 1
+    for k, (t0, p0, rate) in enumerate(segments):
+        stop = len(marks) if k == last else bisect_right(marks, segments[k + 1][1] * (1 + _EPS))
+        if stop <= start:
+            continue
+        if rate > 0:
+            out += [t0 + (x - p0 if x > p0 else 0.0) / rate + lat for x in marks[start:stop]]
+        else:
+            out += [float("inf") + lat] * (stop - start)
+        start = stop
+    return out
 
 
 def predict_steps(

@@ -23,8 +23,7 @@ from cascade_api.scaleplan import (
 from cascade_planner.binomial import SubGroup
 from cascade_planner.binomial_time import arrivals as step_arrivals
 from cascade_planner.binomial_time import step_ends
-from cascade_planner.chain_flow import predict_chains
-from cascade_planner.flow import predict_steps, shown
+from cascade_planner.flow import predict_chains, predict_steps, shown
 from cascade_planner.pipelines import form_pipelines
 from cascade_planner.topology import Link, Topology
 

@@ -20,8 +20,7 @@ from cascade_planner import PlanningError, plan, plan_candidates
 from cascade_planner.binomial import schedule_of
 from cascade_planner.binomial_time import step_ends
 from cascade_planner.blitz import prune_sources
-from cascade_planner.chain_flow import predict_chains
-from cascade_planner.flow import max_min_rates, predict_steps
+from cascade_planner.flow import max_min_rates, predict_chains, predict_steps
 from cascade_planner.kway import kway_groups
 from cascade_planner.pipelines import earliest_cover
 from cascade_planner.predict import predict
@@ -104,7 +103,7 @@ def test_chain_times_match_the_flow_model_before_issue_15() -> None:
 
 
 def test_chain_times_on_random_fabrics_match_the_scalar_model() -> None:
-    """chain_flow's array filling against the scalar model, on fabrics plan() never
+    """predict_chains (chain_rates' filling) against the pre-issue-15 model, on fabrics plan() never
     makes: links crossed twice, one link under many chains, chains of blocks of mixed
     sizes or none, hop latencies. (A hop with no links is unconstrained: its progress
     becomes inf * 0 at a zero-length event, where the scalar model's NaN handling

@@ -10,8 +10,7 @@ import pytest
 from cascade_api import constants as c
 from cascade_api.scaleplan import Block, Source, SourceTier
 from cascade_planner import FabricParams, PlanRequest, plan, topology_from_nodes
-from cascade_planner.chain_flow import predict_chains
-from cascade_planner.flow import max_min_rates, predict_steps
+from cascade_planner.flow import max_min_rates, predict_chains, predict_steps
 from cascade_planner.topology import DEFAULT_GOODPUT
 
 MBIT = 1e6 / 8 * DEFAULT_GOODPUT  # payload bytes/s per Mbit/s of line rate
