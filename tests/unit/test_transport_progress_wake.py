@@ -1,10 +1,13 @@
 """ucxx's progress thread starts with our epoll timeout, not ucxx's 1 ms (transport/env.py
-says why: an idle worker woke 1,000 times a second)."""
+says why: an idle worker woke 1,000 times a second), and its notifier thread is ours
+(transport/notifier.py: one hand-off to the loop per wake-up)."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import queue
+import threading
 from typing import Any
 
 import pytest
@@ -15,6 +18,7 @@ from cascade_worker.transport.env import (
     progress_wake_ms,
     ucx,
 )
+from cascade_worker.transport.notifier import notifier_thread
 
 
 class FakeWorker:
@@ -54,3 +58,48 @@ def test_ucxx_starts_its_progress_threads_with_it() -> None:
     del mode, loop  # the loop holds the mode (ucxx wraps its close)
     gc.collect()
     assert worker.stopped == 1  # its finalizer stops the thread, as ucxx's own does
+
+
+class FakeNotifierWorker:
+    """Completions come in as `states`; each Ready must be handed to the loop's thread."""
+
+    def __init__(self, states: list[Any]) -> None:
+        self.states = states
+        self.notified_on: list[int] = []
+        self.cleared = False
+
+    def populate_python_futures_pool(self) -> None:
+        pass
+
+    def wait_request_notifier(self, period_ns: int) -> Any:
+        return self.states.pop(0)
+
+    def run_request_notifier(self) -> None:
+        self.notified_on.append(threading.get_ident())
+
+    def clear_python_futures_pool(self) -> None:
+        self.cleared = True
+
+
+def test_the_notifier_sets_futures_on_the_loop_and_stops_on_shutdown() -> None:
+    ucx()
+    from ucxx._lib.libucxx import PythonRequestNotifierWaitState as State
+    from ucxx._lib_async import application_context
+
+    assert application_context._notifierThread is notifier_thread
+    states = [State.Ready, State.Timeout, State.Ready, State.Shutdown]
+    worker, q = FakeNotifierWorker(states), queue.Queue[Any]()
+
+    async def main() -> None:
+        thread = threading.Thread(target=notifier_thread, args=(loop, worker, q))
+        thread.start()
+        while thread.is_alive():
+            await asyncio.sleep(0.001)
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert worker.notified_on == [threading.get_ident()] * 2  # each Ready, on the loop
+    assert worker.cleared and not states

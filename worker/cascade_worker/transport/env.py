@@ -58,6 +58,8 @@ from collections.abc import Mapping, MutableMapping
 from types import ModuleType
 from typing import Any
 
+from cascade_worker.transport import notifier
+
 UCX_DEFAULTS: dict[str, str] = {
     "UCX_TLS": "tcp,self",
     "UCX_WARN_UNUSED_ENV_VARS": "n",
@@ -112,6 +114,7 @@ def ucx() -> ModuleType:
     import ucxx
 
     _wake_progress_less(progress_wake_ms())
+    notifier.install()
 
     # ucxx's progress thread imports cuda.core as it starts (its CUDA-context hook), in C
     # code that holds the GIL for 0.2-0.5 s: a fresh worker's event loop stalled there
