@@ -1,4 +1,4 @@
-"""Max-min fair rates of whole chains: flow.fair_rates, specialised for predict_chains.
+"""Max-min fair rates of whole chains: flow.max_min_rates, specialised for predict_chains.
 
 Why: at 512 targets a chain prediction re-shares ~500 hops over ~1,000 links once per
 chain, and the general routine rebuilt its link users and hop children at every call
@@ -6,7 +6,7 @@ and froze hops one stack entry at a time: half of the prediction. Two facts of c
 make it cheaper: a chain is re-shared as a whole, and freezing hop j freezes every later
 hop of its chain (each is capped by the one before), so the hops still rising in a chain
 are always a prefix, and a freeze only moves that prefix's end. Same progressive
-filling, same sums in the same order, so the same floats as flow.fair_rates with
+filling, same sums in the same order, so the same floats as flow.max_min_rates with
 `upstream` = the hop before (tests/unit/test_planner_fastpaths.py).
 """
 

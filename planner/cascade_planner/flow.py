@@ -35,17 +35,6 @@ _EPS = 1e-9
 _INF = float("inf")
 
 
-def max_min_rates(
-    paths: Sequence[Sequence[Link]],
-    capacity: Callable[[Link], float],
-    upstream: Sequence[int] | None = None,
-) -> list[float]:
-    """Max-min fair rates (bytes/s); `upstream[i]` >= 0 caps flow i at that flow's rate."""
-    ids: dict[Link, int] = {}
-    caps: list[float] = []
-    return fair_rates([_ids(p, ids, caps, capacity) for p in paths], caps, upstream)
-
-
 def _ids(
     path: Sequence[Link], ids: dict[Link, int], caps: list[float], capacity: Callable[[Link], float]
 ) -> tuple[int, ...]:
@@ -60,22 +49,25 @@ def _ids(
     return tuple(out)
 
 
-def fair_rates(
-    paths: Sequence[Sequence[int]], caps: Sequence[float], upstream: Sequence[int] | None = None
+def max_min_rates(
+    paths: Sequence[Sequence[Link]],
+    capacity: Callable[[Link], float],
+    upstream: Sequence[int] | None = None,
 ) -> list[float]:
-    """`max_min_rates` over link ids (`caps[id]`: bytes/s): each capacity looked up once
-    (predict_chains re-shares with chain_rates.py, this specialised for chains)."""
-    n = len(paths)
+    """Max-min fair rates (bytes/s); `upstream[i]` >= 0 caps flow i at that flow's rate.
+    The general model: predict_chains re-shares whole chains with chain_rates.py, which
+    gives the same floats for upstream = the hop before."""
+    ids: dict[Link, int] = {}
+    caps: list[float] = []
+    link_paths = [_ids(p, ids, caps, capacity) for p in paths]
+    n = len(link_paths)
     rates = [0.0] * n
     children: dict[int, list[int]] = {}
     if upstream is not None:
         for i, up in enumerate(upstream):
             if up >= 0:
                 children.setdefault(up, []).append(i)
-    users: dict[int, list[int]] = {}
-    for i, path in enumerate(paths):
-        for link in path:
-            users.setdefault(link, []).append(i)
+    users = link_users(link_paths)
     rem = list(caps)  # by link id; only links in `live` are read
     count = [0] * len(caps)  # active flows per link
     for link, us in users.items():
@@ -94,7 +86,7 @@ def fair_rates(
             active[f] = False
             rates[f] = level
             frozen += 1
-            for link in paths[f]:
+            for link in link_paths[f]:
                 count[link] -= 1
             stack.extend(children.get(f, ()))
         return frozen
