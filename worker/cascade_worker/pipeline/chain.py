@@ -7,6 +7,8 @@ connection to stage 1. `submit` ships one micro-batch and returns a future of it
 logits; one reader task per control connection resolves those futures (last stage) and
 turns a `failed` report or a broken connection into `fail`, which is final: the first
 error fails every pending and later micro-batch with a `PipelineError` naming the stage.
+While attached it sends every stage a heartbeat each HEARTBEAT_S (frames.py: a stage
+ends the session of a head silent for HEAD_SILENCE_S).
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.pipeline.bounds import check_result
 from cascade_worker.pipeline.frames import (
     CODEC,
+    HEARTBEAT_S,
     Attach,
     Attached,
     BatchMeta,
     Detach,
     Failed,
     Feed,
+    Heartbeat,
     PipelineFrame,
     Result,
     Work,
@@ -76,8 +80,10 @@ class StageChain:
         connect_timeout_s: float,
         vocab: int | None = None,  # results are [rows, vocab] logits (checked when given)
         key: PeerKey | None = None,  # the deployment's peer token: proves the head to stages
+        heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
         self.session = session
+        self.heartbeat_s = heartbeat_s
         self.key = credentials.or_current(key)
         self.vocab = vocab
         self.stages = [StageInfo(i + 1, address) for i, address in enumerate(addresses)]
@@ -87,8 +93,10 @@ class StageChain:
         self.connect_timeout_s = connect_timeout_s
         self._pool = EndpointPool(CODEC, connect_timeout_s=connect_timeout_s)
         self._data: Ep | None = None
-        self._controls: list[Ep] = []
+        self._controls: dict[int, Ep] = {}  # by stage index
         self._send_lock = asyncio.Lock()
+        self._control_lock = asyncio.Lock()  # heartbeats and detach take turns
+        self._beats: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[torch.Tensor]] = {}
         self._rows: dict[int, int] = {}  # logits rows each pending step's result has
         self._readers: list[asyncio.Task[None]] = []
@@ -110,6 +118,7 @@ class StageChain:
             raise PipelineError(f"the stages end at layer {end} of {num_layers}")
         self._data = await self._get(self.stages[0], "data")
         await self._data.send_frame(Feed(session=self.session, stage=0, proof=self._proof()))
+        self._beats = asyncio.create_task(self._heartbeat())
         log.info("pipeline %s attached: %s", self.session, ", ".join(map(str, self.stages)))
 
     def _proof(self) -> PeerProof | None:
@@ -137,7 +146,7 @@ class StageChain:
         if not isinstance(reply, Attached) or reply.session != self.session:
             raise PipelineError(f"{info} answered attach with {reply.kind}")
         info.layers = reply.layers
-        self._controls.append(ep)
+        self._controls[info.index] = ep
         self._readers.append(asyncio.create_task(self._read_control(info, ep)))
 
     async def _get(self, info: StageInfo, channel: str) -> Ep:
@@ -146,15 +155,37 @@ class StageChain:
         except TransportError as exc:
             raise PipelineError(f"{info} is unreachable: {exc}") from exc
 
+    async def _heartbeat(self) -> None:
+        """Tell every stage, each `heartbeat_s`, that this head lives; a stage that cannot
+        take a heartbeat within that time is gone (the pipeline breaks)."""
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            async with self._control_lock:
+                if self._closing or self.error is not None:
+                    return
+                for index, ep in self._controls.items():
+                    info = self.stages[index - 1]
+                    try:
+                        await ep.send_frame(Heartbeat(), timeout=self.heartbeat_s)
+                    except TransportError as exc:
+                        self.fail(PipelineError(f"{info} takes no heartbeat: {exc}"))
+                        return
+
     async def detach(self, timeout: float = 2.0) -> None:
         """End the session on every stage (they drop its KV cache) and close: each
         stage acknowledges `detach` (its reader task then ends) before we close."""
         self._closing = True
         self.fail(PipelineError("the pipeline was closed"), abort=False)
-        for ep in self._controls:
-            if not ep.closed:
-                with contextlib.suppress(TransportError, FrameError, TimeoutError):
-                    await asyncio.wait_for(ep.send_frame(Detach()), timeout)
+        beats = self._beats
+        if beats is not None and not self._control_lock.locked():
+            beats.cancel()  # asleep: a heartbeat being sent finishes first (the lock)
+        async with self._control_lock:
+            for ep in self._controls.values():
+                if not ep.closed:
+                    with contextlib.suppress(TransportError, FrameError, TimeoutError):
+                        await ep.send_frame(Detach(), timeout=timeout)
+        if beats is not None:
+            beats.cancel()
         if self._readers:
             await asyncio.wait(self._readers, timeout=timeout)
         for task in self._readers:

@@ -8,11 +8,17 @@ control (head ↔ every stage; `Attach` opens it)
     stage → head   attached{layers}   or   failed{error}      (the reply)
     stage → head   result{step, tensor} + tensor bytes         (last stage only)
     stage → head   failed{stage, step, error}                  (at any time)
+    head → stage   heartbeat{}  every HEARTBEAT_S                 (the head lives)
     head → stage   detach{}   stage → head  detach{}          (the session ends; ack)
 
 data (each hop of the chain: head → stage 1 → stage 2 → ... ; `Feed` opens it)
     upstream → downstream   feed{session, stage}   (once: whose work this is)
     upstream → downstream   work{step, batch, tensor} + tensor bytes, in step order
+
+A head that dies with its network (a node lost, a pod's network torn down before its
+close reached the wire) leaves its stages a connection that never reports an error: a
+stage ends a session whose head has been silent for HEAD_SILENCE_S, so it does not stay
+a stage of a head that is gone.
 
 The last stage has no downstream: its results (logits of each sequence's last new
 token) go back to the head on the control connection the head opened, so the head
@@ -36,6 +42,10 @@ from cascade_worker.transport.frames import FrameCodec
 
 # Chunk size of every tensor on the wire (both ends cut a tensor into the same chunks).
 CHUNK_BYTES = 1 << 20
+# The head's heartbeat on every control connection, and how long a stage waits for one
+# (five missed) before it ends the session: a silent head is a dead head.
+HEARTBEAT_S = 2.0
+HEAD_SILENCE_S = 10.0
 # torch dtype names a tensor may travel as, with their sizes.
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
 # Static ceilings (the receiver checks the real, model-dependent bounds: bounds.py).
@@ -147,11 +157,15 @@ class Failed(_Frame):
     error: str
 
 
+class Heartbeat(_Frame):
+    kind: Literal["heartbeat"] = "heartbeat"
+
+
 class Detach(_Frame):
     kind: Literal["detach"] = "detach"
 
 
-PipelineFrame = Attach | Attached | Feed | Work | Result | Failed | Detach
+PipelineFrame = Attach | Attached | Feed | Work | Result | Failed | Heartbeat | Detach
 CODEC: FrameCodec[PipelineFrame] = FrameCodec(
     TypeAdapter(Annotated[PipelineFrame, Field(discriminator="kind")])
 )

@@ -5,7 +5,8 @@ its model (checked against ours), the paged-cache geometry its scheduler allocat
 from (we build a `StageModel` with a KV cache of exactly that shape) and our downstream
 stage (we connect to it and introduce ourselves with `feed`) or none (we are last and
 answer on the control connection). One head at a time: a new attach ends the old
-session, and so does the head's control connection closing (the KV cache goes with it).
+session, and so does the head's control connection closing, or the head falling silent
+(no heartbeat for HEAD_SILENCE_S: it died with its network); the KV cache goes with it.
 
 Work flows through three tasks so that moving bytes and computing overlap: the data
 handler receives micro-batches into an inbox; the compute task runs `forward` in a
@@ -35,11 +36,13 @@ from cascade_worker.pipeline.bounds import check_attach, check_work
 from cascade_worker.pipeline.frames import (
     CODEC,
     FROM_LAYER,
+    HEAD_SILENCE_S,
     Attach,
     Attached,
     Detach,
     Failed,
     Feed,
+    Heartbeat,
     PipelineFrame,
     Result,
     Work,
@@ -68,8 +71,10 @@ class StageServer:
         connect_timeout_s: float = 5.0,
         listener: SharedServer[PipelineFrame] | None = None,
         key: PeerKey | None = None,
+        head_silence_s: float = HEAD_SILENCE_S,
     ) -> None:
         self.config = config
+        self.head_silence_s = head_silence_s
         self.key = credentials.or_current(key)  # no token, no session (None: open)
         self.weights = weights
         self.layers = (weights.start, weights.end)
@@ -143,9 +148,13 @@ class StageServer:
         )
         log.info("%s: attached as stage %d of session %s", self.name, attach.stage, attach.session)
         try:
-            frame = await ep.recv_frame()  # nothing but detach is expected; closing = detach
-            if not isinstance(frame, Detach):
-                raise FrameError(f"unexpected {frame.kind} on the control connection")
+            # Heartbeats until detach; closing = detach; a silent head is gone (frames.py).
+            while not isinstance(frame := await ep.recv_frame(self.head_silence_s), Detach):
+                if not isinstance(frame, Heartbeat):
+                    raise FrameError(f"unexpected {frame.kind} on the control connection")
+        except TransportError as exc:
+            log.warning("%s: session %s: its head is gone: %s", self.name, attach.session, exc)
+            raise
         finally:
             await self._end(session)
         # Acknowledge: the head closes its connections only after this, so no frame of

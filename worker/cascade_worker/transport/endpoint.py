@@ -131,16 +131,17 @@ class Endpoint(Generic[F]):
             if not finished:
                 PINNED.hold(buffer)
 
-    async def send_frame(self, frame: F) -> None:
+    async def send_frame(self, frame: F, timeout: float | None = None) -> None:
+        """Send `frame`; past `timeout` (each part) the endpoint is closed: TransportError."""
         for part in self.codec.encode(frame):
-            await self._send(np.frombuffer(part, dtype=np.uint8))
+            await self._send(np.frombuffer(part, dtype=np.uint8), timeout)
 
     async def send_raw(self, data: bytes) -> None:
         """Send arbitrary bytes as one message (tests and diagnostics only)."""
         await self._send(np.frombuffer(data, dtype=np.uint8))
 
-    async def _send(self, array: np.ndarray) -> None:
-        await self._io(self._ep.send(array), buffer=array)
+    async def _send(self, array: np.ndarray, timeout: float | None = None) -> None:
+        await self._io(self._ep.send(array), timeout, buffer=array)
 
     async def recv_frame(self, timeout: float | None = None) -> F:
         """Next frame; FrameError (and the endpoint closed) if it is malformed."""
