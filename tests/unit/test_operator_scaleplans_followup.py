@@ -300,8 +300,34 @@ def test_remaining_free_and_later_sources() -> None:
     ws = [holder("llama-0"), holder("llama-5"), idle("llama-1"), host("llama-7")]
     pool = decide_pool(PoolInput(ws, 0))
     # A pending plan's sources are still ready, but spoken for.
-    assert [s.pod for s in free_sources(pool, [pending])] == ["llama-7", "llama-5"]
+    assert [s.pod for s in free_sources(pool, [pending], ws)] == ["llama-7", "llama-5"]
     after = sources_after(pool, [running], ws)
     assert [(s.pod, s.tier) for s in after] == [
         ("llama-7", "host"), ("llama-0", "gpu"), ("llama-5", "gpu"), ("llama-1", "gpu"),
     ]  # fmt: skip
+
+
+def test_free_sources_leave_out_the_nodes_running_plans_send_from() -> None:
+    """A holder beside a running plan's sender shares its node's NIC: not free. A target
+    still receiving sends too (a chain hop forwards); one that completed does not."""
+    ws = [
+        holder("llama-0"),
+        holder("llama-2", node="n0"),  # beside the running plan's source
+        holder("llama-3", node="n1"),  # beside its target, still receiving
+        holder("llama-4"),  # its other target: completed, a source again
+        holder("llama-6", node="n4"),  # beside that one
+        holder("llama-5"),
+    ]
+    pool = decide_pool(PoolInput(ws, 0))
+    running = PlanView(
+        name="p",
+        spec=spec(10.0, ["llama-0"], ["llama-1", "llama-4"]),
+        status=ScalePlanStatus(phase=PlanPhase.RUNNING, start_time=at(0)),
+    )
+    assert sorted(s.pod for s in pool.sources) == [
+        "llama-0", "llama-2", "llama-3", "llama-4", "llama-5", "llama-6",
+    ]  # fmt: skip
+    free = free_sources(pool, [running], [*ws, idle("llama-1")])
+    assert sorted(s.pod for s in free) == ["llama-4", "llama-5", "llama-6"]
+    # With no running plan every source is free.
+    assert len(free_sources(pool, [], ws)) == 6

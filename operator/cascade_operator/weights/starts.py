@@ -72,7 +72,7 @@ def follow_up(
     if not targets.pods or inp.blocks is None:
         planned(inp, out, True, "PlanActive", head)
         return None
-    free = free_sources(inp.pool, active)
+    free = free_sources(inp.pool, active, inp.workers)
     follow = _plan(inp, targets, free) if free else None
     later = _plan(inp, targets, sources_after(inp.pool, active, inp.workers))
     remaining = max(remaining_s(v, now) for v in active)
