@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from cascade_protocol.load import LoadReport
 from cascade_protocol.status import EnginePhase, WorkerPhase
+from cascade_worker.accelerator import on_builder
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control_errors import RequestError
 from cascade_worker.control_state import WorkerState
@@ -154,7 +155,7 @@ class Serving:
         head = None
         began = time.monotonic()
         try:
-            core, head = await asyncio.to_thread(build)
+            core, head = await on_builder(build)
             self.startup.engine(core, time.monotonic() - began)
             engine = AsyncEngine(core, queue_limit=self.config.queue_limit, metrics=self.metrics)
             engine.health = head.broken if head is not None else None
@@ -211,7 +212,7 @@ class Serving:
         assert head is not None and engine is not None
         head.switching = True
         try:
-            full = await asyncio.to_thread(local_stage, store, head)
+            full = await on_builder(lambda: local_stage(store, head))
             await engine.call(lambda core: switch_to_local(core, head, full))
         except Exception as exc:
             log.exception("switch to local execution failed")
