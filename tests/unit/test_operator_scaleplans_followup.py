@@ -18,8 +18,10 @@ from cascade_api.base import Condition, set_condition
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_api.scaleplan import Block, PlanPhase, ScalePlanSpec, ScalePlanStatus, Source
 from cascade_operator.weights.followup import (
+    busy_nodes,
     choose,
     free_sources,
+    free_targets,
     remaining_s,
     sources_after,
 )
@@ -307,9 +309,9 @@ def test_remaining_free_and_later_sources() -> None:
     ]  # fmt: skip
 
 
-def test_free_sources_leave_out_the_nodes_running_plans_send_from() -> None:
-    """A holder beside a running plan's sender shares its node's NIC: not free. A target
-    still receiving sends too (a chain hop forwards); one that completed does not."""
+def test_follow_ups_use_no_node_whose_nic_a_running_plan_uses() -> None:
+    """A holder or a target beside a running plan's sender or receiver shares its node's
+    NIC: neither free. A target still receiving uses it; one that completed does not."""
     ws = [
         holder("llama-0"),
         holder("llama-2", node="n0"),  # beside the running plan's source
@@ -327,7 +329,39 @@ def test_free_sources_leave_out_the_nodes_running_plans_send_from() -> None:
     assert sorted(s.pod for s in pool.sources) == [
         "llama-0", "llama-2", "llama-3", "llama-4", "llama-5", "llama-6",
     ]  # fmt: skip
-    free = free_sources(pool, [running], [*ws, idle("llama-1")])
+    everyone = [*ws, idle("llama-1"), idle("llama-7"), idle("llama-8", node="n1")]
+    assert busy_nodes(pool, [running], everyone) == {"n0", "n1"}
+    free = free_sources(pool, [running], everyone)
     assert sorted(s.pod for s in free) == ["llama-4", "llama-5", "llama-6"]
-    # With no running plan every source is free.
-    assert len(free_sources(pool, [], ws)) == 6
+    new = ["llama-7", "llama-8", "llama-9"]  # llama-9: not seen yet, no node known
+    assert free_targets(new, pool, [running], everyone) == ["llama-7", "llama-9"]
+    # With no running plan every node is free.
+    assert busy_nodes(pool, [], everyone) == set() and len(free_sources(pool, [], ws)) == 6
+
+
+def test_a_target_beside_a_running_plan_waits_then_gets_its_plan() -> None:
+    """Tick by tick: a pod that answers on the node a running plan receives on gets no
+    follow-up from the free host copy (the Planned condition says why); one that answers
+    on a free node does; the first gets its plan once the running plan ends."""
+    w = World(
+        {
+            "llama-0": holder("llama-0"),
+            "llama-1": idle("llama-1"),
+            "llama-7": host("llama-7", phase="loading", blocks_loaded=0),
+        }
+    )
+    w.tick(at(0))
+    (first,) = w.active()
+    w.set("llama-7", phase="ready", blocks_loaded=B)
+    w.workers["llama-2"] = idle("llama-2", node="n1")  # beside llama-1, still receiving
+    d = w.tick(at(1))
+    assert d.create == [] and d.transfers == []
+    assert "llama-2 wait for it: the running plans use their nodes' NICs" in w.planned().message
+    w.workers["llama-3"] = idle("llama-3")
+    d = w.tick(at(2))
+    assert targets_of(d) == [["llama-3"]]
+    assert [s["pod"] for s in d.create[0]["spec"]["sources"]] == ["llama-7"]
+    w.done(first)
+    w.done(w.plans[d.create[0]["metadata"]["name"]])
+    d = w.tick(at(12))
+    assert targets_of(d) == [["llama-2"]]

@@ -7,10 +7,12 @@ the planner's flow model predicts both (its `predictedCompletionSeconds`):
 
 - **now**: a follow-up plan from the sources the running plans do not use (holders
   ready now: host copies, idle or serving instances, targets that completed and ended
-  their transfer) on nodes whose NIC the running plans do not send from, predicted
-  `follow_s`. A pod beside a running plan's sender shares that node's NIC: a follow-up
-  from it would halve both plans' rate, and each was predicted alone (the dev cluster:
-  two 6.6 MiB plans from the pods of one node measured 1.60x their predictions);
+  their transfer), predicted `follow_s`. Sources and targets alike are only pods on
+  nodes whose NIC no running plan uses (`busy_nodes`); the others wait. A pod beside a
+  running plan's sender or receiver shares that node's NIC, and each plan is predicted
+  alone: on the dev cluster two 6.6 MiB plans from one node's pods, or into one node's
+  pods, each measured 1.6x their predictions, and a flow into a node that sent for
+  another plan 1.15-1.20x (its ACKs queued behind the other's data);
 - **wait**: the running plans end (`remaining_s`: the slowest one's predicted seconds
   less its time so far, at least 0), the end is noticed (`notice_s`), then one plan from
   every holder then (today's sources plus every participant of the running plans),
@@ -59,20 +61,42 @@ def remaining_s(view: PlanView, now: datetime) -> float:
     return max(0.0, predicted - (now - view.status.start_time).total_seconds())
 
 
+def busy_nodes(
+    pool: PoolDecision, active: Sequence[PlanView], workers: Sequence[WorkerView]
+) -> set[str]:
+    """Nodes whose NIC an active plan uses, either way: its sources' and its targets'
+    still in the transfer (chain hops forward; binomial targets send). A target that
+    completed and ended its transfer is a source again (in the pool)."""
+    node = _nodes(workers)
+    ready = {s.pod for s in pool.sources}
+    pods = {s.pod for v in active for s in v.spec.sources}
+    pods |= {t for v in active for t in v.spec.targets if t not in ready}
+    return {node[p] for p in pods if p in node}
+
+
 def free_sources(
     pool: PoolDecision, active: Sequence[PlanView], workers: Sequence[WorkerView]
 ) -> list[Source]:
-    """The pool's sources that no active plan sends from, on nodes no active plan sends
-    from (a plan not dispatched yet has its sources still ready, but they are spoken
-    for). An active plan sends from its sources and from the targets still receiving
-    (chain hops forward; binomial targets send); a target that completed and ended its
-    transfer is a source again (in the pool), and its node is free unless others send."""
-    node = {w.name: w.node for w in workers if w.node is not None}
-    ready = {s.pod for s in pool.sources}
+    """The pool's sources that no active plan sends from (a plan not dispatched yet has
+    its sources still ready, but they are spoken for), on nodes no active plan uses."""
+    node, busy = _nodes(workers), busy_nodes(pool, active, workers)
     taken = {s.pod for v in active for s in v.spec.sources}
-    sending = taken | {t for v in active for t in v.spec.targets if t not in ready}
-    busy = {node[p] for p in sending if p in node}
     return [s for s in pool.sources if s.pod not in taken and node.get(s.pod) not in busy]
+
+
+def free_targets(
+    pods: Sequence[str],
+    pool: PoolDecision,
+    active: Sequence[PlanView],
+    workers: Sequence[WorkerView],
+) -> list[str]:
+    """The `pods` a follow-up may send to now: those on nodes no active plan uses."""
+    node, busy = _nodes(workers), busy_nodes(pool, active, workers)
+    return [p for p in pods if node.get(p) not in busy]
+
+
+def _nodes(workers: Sequence[WorkerView]) -> dict[str, str]:
+    return {w.name: w.node for w in workers if w.node is not None}
 
 
 def sources_after(

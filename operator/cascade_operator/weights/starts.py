@@ -12,6 +12,7 @@ becomes the Planned condition. Pure.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from cascade_api.scaleplan import ScalePlanSpec, Source
@@ -20,6 +21,7 @@ from cascade_operator.weights.decision import PlanDecision, PlansInput, planned
 from cascade_operator.weights.followup import (
     choose,
     free_sources,
+    free_targets,
     pool_of,
     remaining_s,
     sources_after,
@@ -73,7 +75,8 @@ def follow_up(
         planned(inp, out, True, "PlanActive", head)
         return None
     free = free_sources(inp.pool, active, inp.workers)
-    follow = _plan(inp, targets, free) if free else None
+    ready = replace(targets, pods=free_targets(targets.pods, inp.pool, active, inp.workers))
+    follow = _plan(inp, ready, free) if free and ready.pods else None
     later = _plan(inp, targets, sources_after(inp.pool, active, inp.workers))
     remaining = max(remaining_s(v, now) for v in active)
     choice = choose(
@@ -87,9 +90,12 @@ def follow_up(
         why = choice.why()
         if isinstance(follow, Refusal):
             why = f"the free sources can make no follow-up plan ({follow.reason})"
+        elif not ready.pods:
+            why = "the running plans use their nodes' NICs"
         planned(inp, out, True, "PlanActive", f"{head}; {pods} wait for it: {why}")
         return None
-    view = _create(inp, out, follow, targets, now)
+    view = _create(inp, out, follow, ready, now)
+    pods = ", ".join(ready.pods)
     planned(inp, out, True, "PlanActive", f"{head}; follow-up {view.name} for {pods}")
     return view
 
