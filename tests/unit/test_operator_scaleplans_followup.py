@@ -361,7 +361,13 @@ def test_a_target_beside_a_running_plan_waits_then_gets_its_plan() -> None:
     d = w.tick(at(2))
     assert targets_of(d) == [["llama-3"]]
     assert [s["pod"] for s in d.create[0]["spec"]["sources"]] == ["llama-7"]
+    # Dispatched at once: the target waiting beside the first plan does not make it stale.
+    assert {o.pod for o in d.transfers} == {"llama-7", "llama-3"}
+    assert [p.plan for p in d.patches if p.status.get("phase") == "Cancelled"] == []
+    second = w.plans[d.create[0]["metadata"]["name"]]
+    d = w.tick(at(3))
+    assert d.create == [] and len(w.active()) == 2
     w.done(first)
-    w.done(w.plans[d.create[0]["metadata"]["name"]])
+    w.done(second)
     d = w.tick(at(12))
     assert targets_of(d) == [["llama-2"]]

@@ -45,6 +45,7 @@ from cascade_operator.weights.decision import (
     PlansInput,
     StatusPatch,
 )
+from cascade_operator.weights.followup import free_targets
 from cascade_operator.weights.orders import LoadOrder, ServeOrder, addressable
 from cascade_operator.weights.orders import transfer_orders as orders_for
 from cascade_operator.weights.plans import PlanView, by_age
@@ -88,7 +89,7 @@ def decide_plans(inp: PlansInput, now: datetime, policy: PlanPolicy | None = Non
             message = f"{older.name} already covers its pods"
             _finish(out, view, view.status, PlanPhase.CANCELLED, "Duplicate", message, now)
         elif view.status.phase == PlanPhase.PENDING:
-            if _pending(out, view, workers, targets, now, policy, inp.spec):
+            if _pending(out, view, workers, _beside(inp, targets, active), now, policy, inp.spec):
                 active.append(view)
         elif _running(out, view, workers, now, policy, lent):
             active.append(view)
@@ -110,9 +111,17 @@ def decide_plans(inp: PlansInput, now: datetime, policy: PlanPolicy | None = Non
     else:
         made = start_plan(inp, out, targets, now)
     if made is not None:  # dispatched now: its first bytes go out this tick
-        _pending(out, made, workers, targets, now, policy, inp.spec)
+        _pending(out, made, workers, _beside(inp, targets, active), now, policy, inp.spec)
     out.delete = _expired(inp.plans, out, policy)
     return out
+
+
+def _beside(inp: PlansInput, targets: Targets, active: Sequence[PlanView]) -> Targets:
+    """The targets a plan beside `active` could take: those on nodes they leave free
+    (followup.free_targets); the others do not make it stale."""
+    if not active:
+        return targets
+    return replace(targets, pods=free_targets(targets.pods, inp.pool, active, inp.workers))
 
 
 def _overlap(a: ScalePlanSpec, b: ScalePlanSpec) -> bool:
