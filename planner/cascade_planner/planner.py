@@ -9,7 +9,8 @@ with the flow model, and for `auto` keep the one whose last target completes fir
 (within 1 %, the chain plan: fewer connections, simpler recovery; `plan` times the
 binomial candidate before it builds it, `plan_candidates` builds both). The spec carries
 the prediction: completion, per-target times, and the execution pipelines that can form
-while blocks arrive. Pure: no clock, no I/O; the same request gives the same plan.
+while blocks arrive. Pure: no clock, no I/O; the same request gives the same plan. Both
+entry points run with the cyclic garbage collector paused (gc_pause.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from cascade_planner.binomial_time import completion, step_ends
 from cascade_planner.blitz import SourceOffer, greedy_chains, group_by_nvlink, prune_sources
 from cascade_planner.errors import PlanningError, PlanningReason
 from cascade_planner.flow import shown
+from cascade_planner.gc_pause import collector_paused
 from cascade_planner.kway import kway_groups
 from cascade_planner.orders import circular_shift_orders
 from cascade_planner.predict import Prediction, predict
@@ -67,6 +69,7 @@ class Candidate:
     prediction: Prediction
 
 
+@collector_paused
 def plan(request: PlanRequest, topo: Topology) -> ScalePlanSpec:
     """The plan for `request` on `topo`; PlanningError (with a reason) if none can be made.
 
@@ -93,6 +96,7 @@ def plan(request: PlanRequest, topo: Topology) -> ScalePlanSpec:
     return _noted([binomial], pruned)[0].spec
 
 
+@collector_paused
 def plan_candidates(request: PlanRequest, topo: Topology) -> list[Candidate]:
     """Every strategy the request allows, each built and predicted in full, chosen first."""
     strategy, blocks, offers, pruned, k = _prepare(request, topo)

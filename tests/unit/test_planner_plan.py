@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 from typing import Any
 
@@ -19,6 +20,7 @@ from cascade_planner import (
     simulate,
     topology_from_nodes,
 )
+from cascade_planner import planner as planner_module
 
 
 def nodes(n: int, leaf: int = 100, clique: int = 1) -> list[dict[str, Any]]:
@@ -160,3 +162,25 @@ def test_binomial_k_defaults_to_at_most_the_targets() -> None:
     topo = topology_from_nodes(nodes(8))
     spec = plan(request(4, 2, 4, 10, strategy=PlanStrategy.BINOMIAL), topo)
     assert len(spec.sources) == 2 and len(spec.block_orders) == 2
+
+
+def test_planning_pauses_the_collector_and_restores_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """plan() runs with the cyclic collector off (gc_pause.py) and leaves it as found."""
+    seen: list[bool] = []
+    original = planner_module._build
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(planner_module, "_build", spy)
+    req, topo = request(3, 5, 4, 10**6, strategy="chain"), topology_from_nodes(nodes(8))
+    assert gc.isenabled()
+    plan(req, topo)
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        plan(req, topo)
+        assert not gc.isenabled()  # off before: still off
+    finally:
+        gc.enable()
