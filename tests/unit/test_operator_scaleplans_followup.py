@@ -144,8 +144,8 @@ def test_one_source_a_later_target_waits_then_gets_a_plan_from_every_holder() ->
     assert {o.pod for o in d.transfers} == {"llama-0", "llama-1", "llama-2"}
 
 
-def test_a_free_source_makes_a_follow_up_now_when_predicted_sooner() -> None:
-    # The host copy still loads when llama-1 answers: the first plan is llama-0's alone.
+def first_plan_while_the_host_copy_loads() -> tuple[World, PlanView]:
+    """llama-1 answers while the host copy llama-7 still loads: llama-0 sends alone."""
     w = World(
         {
             "llama-0": holder("llama-0"),
@@ -155,6 +155,11 @@ def test_a_free_source_makes_a_follow_up_now_when_predicted_sooner() -> None:
     )
     w.tick(at(0))
     (first,) = w.active()
+    return w, first
+
+
+def test_a_free_source_makes_a_follow_up_now_when_predicted_sooner() -> None:
+    w, first = first_plan_while_the_host_copy_loads()
     assert [s.pod for s in first.spec.sources] == ["llama-0"]
     # A second later the host copy holds the model and llama-2 answers. A follow-up from
     # the host copy now (~9 s) beats waiting (~8 s left + 1 s + ~9 s): made and sent.
@@ -343,15 +348,7 @@ def test_a_target_beside_a_running_plan_waits_then_gets_its_plan() -> None:
     """Tick by tick: a pod that answers on the node a running plan receives on gets no
     follow-up from the free host copy (the Planned condition says why); one that answers
     on a free node does; the first gets its plan once the running plan ends."""
-    w = World(
-        {
-            "llama-0": holder("llama-0"),
-            "llama-1": idle("llama-1"),
-            "llama-7": host("llama-7", phase="loading", blocks_loaded=0),
-        }
-    )
-    w.tick(at(0))
-    (first,) = w.active()
+    w, first = first_plan_while_the_host_copy_loads()
     w.set("llama-7", phase="ready", blocks_loaded=B)
     w.workers["llama-2"] = idle("llama-2", node="n1")  # beside llama-1, still receiving
     d = w.tick(at(1))
