@@ -180,9 +180,9 @@ def confined_from_ready(container: Mapping[str, Any]) -> bool:
     start-up (interpreter, imports, weight transfer) runs on a GPU node's host cores, at
     full speed; under the quota a tiny model's start-up took 15-22 s, 10-15 of them
     importing torch and ucxx at 0.2 core. (The engine build is the accelerator's: where
-    threads are placed, the worker builds on a thread in the group, accelerator.py.) So a container with a readiness probe
-    (it says when it serves) runs unconfined until that probe first passes; one without
-    is confined at once, as before."""
+    threads are placed, the worker builds on a thread in the group, accelerator.py.) So
+    a container with a readiness probe (it says when it serves) runs unconfined until
+    that probe first passes; one without is confined at once, as before."""
     return bool(container.get("readinessProbe"))
 
 
