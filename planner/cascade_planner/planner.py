@@ -28,6 +28,7 @@ from cascade_planner.gc_pause import collector_paused
 from cascade_planner.kway import kway_groups
 from cascade_planner.orders import circular_shift_orders
 from cascade_planner.predict import Prediction, predict
+from cascade_planner.spec import DEFAULT_CHUNK_BYTES
 from cascade_planner.topology import Topology
 
 AUTO = "auto"
@@ -51,7 +52,7 @@ class PlanRequest:
     shift: bool = False  # chains in circular-shift orders (binomial sub-groups always are)
     # What each source holds, when known; sources missing a block are not used.
     holdings: Mapping[str, Collection[int]] | None = None
-    chunk_bytes: int = 1 << 20  # the executor's chunk: a chain hop's fill
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES  # the executor's chunk: a chain hop's fill
     hop_latency_s: float = 0.0  # start cost per chain hop (and per binomial step ...)
     step_latency_s: float | None = None  # ... unless this is set: per binomial step
     # Live scale-ups: sources may serve as the last stage of an execution pipeline.

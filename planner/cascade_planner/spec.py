@@ -17,7 +17,9 @@ from cascade_api.scaleplan import Block, PlanStrategy, ScalePlanSpec, Source
 from cascade_planner.binomial import binomial_schedule
 from cascade_planner.chains import chain_plan
 
-DEFAULT_CHUNK_BYTES = 1 << 20
+# The executor's chunk (the worker's multicast NodeOptions.chunk_bytes, 512 KiB since
+# issue 15's sweep): a chain hop's store-and-forward fill.
+DEFAULT_CHUNK_BYTES = 512 << 10
 
 
 def plan_spec(

@@ -184,3 +184,15 @@ def test_planning_pauses_the_collector_and_restores_it(monkeypatch: pytest.Monke
         assert not gc.isenabled()  # off before: still off
     finally:
         gc.enable()
+
+
+def test_the_planner_assumes_the_executors_chunk() -> None:
+    """A chain hop's store-and-forward fill is the executor's chunk: one default."""
+    from cascade_planner.spec import DEFAULT_CHUNK_BYTES
+    from cascade_worker.multicast.runner import NodeOptions
+
+    assert (
+        PlanRequest(deployment="d", model_digest="m", blocks=[], sources=[], targets=[]).chunk_bytes
+        == DEFAULT_CHUNK_BYTES
+    )
+    assert NodeOptions.chunk_bytes == DEFAULT_CHUNK_BYTES
