@@ -95,8 +95,8 @@ def follow_up(
         planned(inp, out, True, "PlanActive", f"{head}; {pods} wait for it: {why}")
         return None
     view = _create(inp, out, follow, ready, now)
-    pods = ", ".join(ready.pods)
-    planned(inp, out, True, "PlanActive", f"{head}; follow-up {view.name} for {pods}")
+    taken = ", ".join(ready.pods)
+    planned(inp, out, True, "PlanActive", f"{head}; follow-up {view.name} for {taken}")
     return view
 
 

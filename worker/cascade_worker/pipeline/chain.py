@@ -176,16 +176,13 @@ class StageChain:
         stage acknowledges `detach` (its reader task then ends) before we close."""
         self._closing = True
         self.fail(PipelineError("the pipeline was closed"), abort=False)
-        beats = self._beats
-        if beats is not None and not self._control_lock.locked():
-            beats.cancel()  # asleep: a heartbeat being sent finishes first (the lock)
-        async with self._control_lock:
+        async with self._control_lock:  # a heartbeat being sent finishes first
             for ep in self._controls.values():
                 if not ep.closed:
                     with contextlib.suppress(TransportError, FrameError, TimeoutError):
                         await ep.send_frame(Detach(), timeout=timeout)
-        if beats is not None:
-            beats.cancel()
+        if self._beats is not None:
+            self._beats.cancel()  # asleep, or waiting for the lock: it sends no more
         if self._readers:
             await asyncio.wait(self._readers, timeout=timeout)
         for task in self._readers:
