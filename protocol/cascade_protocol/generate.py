@@ -51,9 +51,12 @@ class Message(BaseModel):
 
 class SamplingParams(Message):
     max_tokens: int = Field(default=16, ge=1, le=limits.MAX_CONTEXT_TOKENS)
-    # 0 means greedy (argmax); otherwise softmax(logits / temperature).
-    temperature: float = Field(default=1.0, ge=0.0, le=100.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    # 0 means greedy (argmax); otherwise softmax(logits / temperature). None (unset):
+    # the model's generation_config.json default, else 1.0, as vLLM does.
+    temperature: float | None = Field(default=None, ge=0.0, le=100.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)  # None: model default, else 1
+    # Sample among the k likeliest tokens; 0 keeps all. None: model default, else 0.
+    top_k: int | None = Field(default=None, ge=0, le=limits.MAX_TOP_K)
     # Same seed, same prompt, same params => same tokens, whatever else is batched.
     seed: int | None = Field(default=None, ge=limits.MIN_SEED, le=limits.MAX_SEED)
     stop: list[StopString] = Field(default_factory=list, max_length=limits.MAX_STOP_STRINGS)

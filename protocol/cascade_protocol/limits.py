@@ -30,6 +30,8 @@ MAX_CHAT_MESSAGES = 4096
 MAX_ROLE_CHARS = 64
 # OpenAI allows 4 stop strings; 16 leaves room. The text stream holds back up to the
 # longest stop string's length, so that is bounded too.
+# top_k beyond any vocabulary is "keep all"; the bound only keeps the field an int32.
+MAX_TOP_K = 2**31 - 1
 MAX_STOP_STRINGS = 16
 MAX_STOP_CHARS = 1024
 MAX_STOP_TOKEN_IDS = 256

@@ -45,7 +45,9 @@ def test_completion_defaults() -> None:
     assert (req.request_id, req.prompt, req.prompt_token_ids, req.messages) == (
         "cmpl-1", "p", None, None
     )  # fmt: skip
-    assert req.params.max_tokens == 16 and req.params.temperature == 1.0
+    assert req.params.max_tokens == 16
+    # Unset sampling fields travel unset: the worker applies the model's defaults.
+    assert (req.params.temperature, req.params.top_p, req.params.top_k) == (None, None, None)
     assert job.request_class is RequestClass.INTERACTIVE
 
 
@@ -77,6 +79,8 @@ def test_sampling_fields() -> None:
     assert (params.stop, params.stop_token_ids, params.ignore_eos) == (["x"], [2], True)
     assert completion(stop=["a", "b"]).request.params.stop == ["a", "b"]
     assert completion(max_tokens=None, temperature=None).request.params.max_tokens == 16
+    assert completion(top_k=40).request.params.top_k == 40
+    assert completion(top_k=-1).request.params.top_k == 0  # vLLM's "every token"
 
 
 @pytest.mark.parametrize(
@@ -90,6 +94,8 @@ def test_sampling_fields() -> None:
         ("temperature", "hot"),
         ("top_p", 0),
         ("top_p", 1.1),
+        ("top_k", -2),
+        ("top_k", 1.5),
         ("seed", "1"),
         ("stop", 5),
         ("stop", ["a", 1]),

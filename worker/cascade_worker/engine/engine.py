@@ -28,6 +28,7 @@ from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.executor import Executor, LocalExecutor
+from cascade_worker.engine.generation_config import GenerationConfig
 from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.engine.protocol import EngineStats, RequestRejected
 from cascade_worker.engine.requests import EngineRequest, prepare_prompt
@@ -55,6 +56,7 @@ class LLMEngine:
         max_batch: int = DEFAULT_MAX_BATCH,
         max_model_len: int | None = None,
         prefill_budget: int = DEFAULT_PREFILL_BUDGET,
+        generation: GenerationConfig | None = None,
     ) -> None:
         self.config = config
         self.executor = executor
@@ -70,7 +72,8 @@ class LLMEngine:
         self.scheduler = Scheduler(
             executor.cache, max_batch=max_batch, prefill_budget=prefill_budget
         )
-        eos = set(config.eos_token_ids)
+        self.generation = generation or GenerationConfig()
+        eos = {*config.eos_token_ids, *self.generation.eos_token_ids}
         if tokenizer is not None and tokenizer.eos_token_id is not None:
             eos.add(tokenizer.eos_token_id)
         self.eos_ids = frozenset(eos)
@@ -114,14 +117,15 @@ class LLMEngine:
             store, config, opts, max_batch=max_batch, max_model_len=max_model_len,
             prefill_budget=prefill_budget, device=device, dtype=dtype, cuts=cuts,
         )  # fmt: skip
-        tokenizer = EngineTokenizer.from_extras(store.manifest.extras)
+        extras = store.manifest.extras
         engine = cls(
             config,
             executor,
-            tokenizer,
+            EngineTokenizer.from_extras(extras),
             max_batch=max_batch,
             max_model_len=max_model_len,
             prefill_budget=prefill_budget,
+            generation=GenerationConfig.from_extras(extras),
         )
         engine.startup = report
         return engine
@@ -168,6 +172,9 @@ class LLMEngine:
             raise RequestRejected(
                 f"request {request.request_id!r} is already running", "request_id"
             )
+        params = self.generation.apply(request.params)
+        if params is not request.params:
+            request = request.model_copy(update={"params": params})
         prompt = prepare_prompt(request, self.tokenizer, self.config.vocab, self.max_model_len)
         seq_id, self._next_seq = self._next_seq, self._next_seq + 1
         req = EngineRequest.create(

@@ -1,9 +1,10 @@
-"""Next-token choice: greedy, temperature and top-p, reproducible per request.
+"""Next-token choice: greedy, temperature, top-k and top-p, reproducible per request.
 
 Every request owns a `torch.Generator` seeded from its `seed` (or from the OS when it has
 none), and its row is sampled with that generator alone; so a seeded request draws the
 same random numbers whatever else shares its batch, and the same seed and prompt give
-the same tokens. Greedy rows (temperature 0) take the argmax and draw nothing.
+the same tokens. Greedy rows (temperature 0) take the argmax and draw nothing. Unset
+fields are the model's defaults (engine/generation_config.py), resolved before this.
 """
 
 from __future__ import annotations
@@ -21,14 +22,26 @@ class SamplerState:
     temperature: float
     top_p: float
     generator: torch.Generator | None  # None for greedy
+    top_k: int = 0  # 0: every token
 
     @classmethod
     def from_params(cls, params: SamplingParams) -> SamplerState:
+        """From resolved params (an unset field here means the OpenAI default)."""
+        temperature = 1.0 if params.temperature is None else params.temperature
         generator = None
-        if params.temperature > 0:
+        if temperature > 0:
             seed = params.seed if params.seed is not None else secrets.randbits(63)
             generator = torch.Generator(device="cpu").manual_seed(seed)
-        return cls(params.temperature, params.top_p, generator)
+        top_p = 1.0 if params.top_p is None else params.top_p
+        return cls(temperature, top_p, generator, params.top_k or 0)
+
+
+def top_k_filter(logits: torch.Tensor, top_k: int) -> torch.Tensor:
+    """Logits [vocab] with all but the top_k largest set to -inf (0 keeps all)."""
+    if top_k <= 0 or top_k >= logits.shape[-1]:
+        return logits
+    kth = torch.topk(logits, top_k).values[-1]
+    return torch.where(logits < kth, float("-inf"), logits)
 
 
 def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -48,7 +61,8 @@ def sample_row(logits: torch.Tensor, state: SamplerState) -> int:
     """One token from float logits [vocab] (on any device)."""
     if state.generator is None:
         return int(torch.argmax(logits))
-    probs = torch.softmax(logits.float().cpu() / state.temperature, dim=-1)
+    logits = top_k_filter(logits.float().cpu(), state.top_k)
+    probs = torch.softmax(logits / state.temperature, dim=-1)
     probs = top_p_filter(probs, state.top_p)
     return int(torch.multinomial(probs, 1, generator=state.generator))
 

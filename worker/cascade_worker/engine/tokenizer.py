@@ -1,6 +1,7 @@
 """The engine's tokenizer: encode prompts, render chat templates, stream text out.
 
-Loaded from the checkpoint's own files (tokenizer.json, tokenizer_config.json), either
+Loaded from the checkpoint's own files (tokenizer.json, tokenizer_config.json, and
+chat_template.jinja, where transformers 5 writes the template, over the config's), either
 from a model directory or from a packed model's manifest extras, with the `tokenizers`
 library alone (no transformers at serving time). Chat templates render with a sandboxed
 jinja2 environment configured as transformers does (trim_blocks, lstrip_blocks), and the
@@ -19,6 +20,7 @@ from typing import Any
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
 REPLACEMENT = "\ufffd"  # what decoding an incomplete UTF-8 sequence produces
 
 
@@ -34,12 +36,17 @@ def _raise(message: str) -> None:
 
 
 class EngineTokenizer:
-    def __init__(self, tokenizer_json: str, tokenizer_config: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        tokenizer_json: str,
+        tokenizer_config: Mapping[str, Any],
+        chat_template: str | None = None,
+    ) -> None:
         self._tok = Tokenizer.from_str(tokenizer_json)
         self.bos_token = _token_text(tokenizer_config.get("bos_token"))
         self.eos_token = _token_text(tokenizer_config.get("eos_token"))
         self.eos_token_id = self._tok.token_to_id(self.eos_token) if self.eos_token else None
-        self.chat_template = tokenizer_config.get("chat_template")
+        self.chat_template = chat_template or tokenizer_config.get("chat_template")
         if isinstance(self.chat_template, list):  # [{"name": "default", "template": ...}]
             named = {t.get("name"): t.get("template") for t in self.chat_template}
             self.chat_template = named.get("default")
@@ -52,12 +59,12 @@ class EngineTokenizer:
         if "tokenizer.json" not in extras:
             return None
         config = json.loads(extras.get("tokenizer_config.json", "{}"))
-        return cls(extras["tokenizer.json"], config)
+        return cls(extras["tokenizer.json"], config, extras.get(CHAT_TEMPLATE_FILE))
 
     @classmethod
     def from_model_dir(cls, model_dir: Path) -> EngineTokenizer | None:
         model_dir = Path(model_dir)
-        files = ("tokenizer.json", "tokenizer_config.json")
+        files = ("tokenizer.json", "tokenizer_config.json", CHAT_TEMPLATE_FILE)
         return cls.from_extras(
             {
                 n: (model_dir / n).read_text(encoding="utf-8")
@@ -80,7 +87,9 @@ class EngineTokenizer:
         self, messages: list[dict[str, str]], add_generation_prompt: bool = True
     ) -> str:
         if not self.chat_template:
-            raise ValueError("this model has no chat template (tokenizer_config.json)")
+            raise ValueError(
+                f"this model has no chat template ({CHAT_TEMPLATE_FILE} or tokenizer_config.json)"
+            )
         template = self._env.from_string(self.chat_template)
         return template.render(
             messages=messages,

