@@ -23,7 +23,9 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "storage; pool: a host copy holds it; peer: a serving instance sends it) and case "
         "(0 -> 1, 1 -> 2), in a fresh namespace each: the scale decision through /scale, "
         "the new pod Ready, its first token, and its start-up stages from "
-        "status.instances[].startup. The pool mode also reads the host tier's bytes at "
+        "status.instances[].startup; a restoring instance's restore seconds beside the "
+        "profile seconds this run's profile Job measured. The pool mode also reads the "
+        "resident memory of the host-copy and worker pods (their processes' VmRSS) at "
         "replicas 1, 6 and 0. Prints a table; --out writes the JSON, --plot a PNG of "
         "stacked stages. Uses a running `cascade dev` cluster that fits, or brings one up.",
     )

@@ -107,3 +107,8 @@ class MaterializationInfo(BaseModel):
     reason: str | None = None  # why refused
     # Seconds a restore saved: the artifact's profile_s minus this start's restore time.
     saved_s: float | None = None
+    # The two measurements saved_s is the difference of (a restore only): what the
+    # profile run spent on the restorable work, and what this start spent restoring it
+    # (reading and checking the artifact, applying the KV sizing, loading the compile).
+    profile_s: float | None = None
+    restore_s: float | None = None

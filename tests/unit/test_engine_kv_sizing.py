@@ -17,7 +17,7 @@ from engine_harness import drain, greedy, make_model, request, token_ids
 
 from cascade_worker.engine.engine import LLMEngine
 from cascade_worker.engine.kv_profile import worst_step
-from cascade_worker.engine.sizing import KvSizing, size_kv
+from cascade_worker.engine.sizing import KvSizing, restore_problem, size_kv
 
 MIB = 1 << 20
 
@@ -110,6 +110,8 @@ def test_profiled_engine_sizes_within_its_budget_and_restores_without_profiling(
     restored = LLMEngine.from_model_dir(model, kv_sizing=s, **kw)
     assert restored.startup is not None and restored.startup.kv_sizing is s
     assert restored.executor.cache == engine.executor.cache
+    # the restore's KV stage is measured (check + apply), and cheaper than profiling
+    assert 0 < restored.startup.kv_s < engine.startup.kv_s
     params = greedy(8)
     a = token_ids(_only(drain(_with(engine, request("a", "Hello there", params)))))
     b = token_ids(_only(drain(_with(restored, request("a", "Hello there", params)))))
@@ -137,3 +139,27 @@ def _with(engine: LLMEngine, req: Any) -> LLMEngine:
 def _only(chunks: dict[str, list[Any]]) -> list[Any]:
     (only,) = chunks.values()
     return only
+
+
+def test_a_recorded_sizing_that_does_not_fit_this_engine_is_named() -> None:
+    s = sized(max_batch=4)  # 4096 tokens of 4096 B, blocks of 16
+    fit = {"block_size": 16, "per_token": 4096, "max_model_len": 1024}
+    assert restore_problem(s, **fit) is None
+    for change, word in (
+        ({"block_size": 32}, "block size"),
+        ({"per_token": 2048}, "per token"),
+        ({"max_model_len": 8192}, "full context"),
+    ):
+        problem = restore_problem(s, **(fit | change))
+        assert problem is not None and word in problem, (change, problem)
+    torn = KvSizing(**(s.to_json() | {"kv_cache_tokens": 4090}))
+    assert "whole blocks" in (restore_problem(torn, **fit) or "")
+
+
+def test_a_restore_refuses_a_sizing_recorded_for_another_geometry(model: Path) -> None:
+    kw: dict[str, Any] = {"max_batch": 2, "max_model_len": 64}
+    engine = LLMEngine.from_model_dir(model, **kw)
+    assert engine.startup is not None and engine.startup.kv_sizing is not None
+    other = KvSizing(**(engine.startup.kv_sizing.to_json() | {"kv_bytes_per_token": 7}))
+    with pytest.raises(ValueError, match="per token"):
+        LLMEngine.from_model_dir(model, kv_sizing=other, **kw)

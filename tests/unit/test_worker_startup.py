@@ -67,6 +67,13 @@ def test_the_engine_build_splits_as_the_engine_reports_it() -> None:
     stages = s.info.stages
     assert stages[StartupStage.KV_SIZING] == 0.4 and stages[StartupStage.WARMUP] == 2.0
     assert stages[StartupStage.ENGINE_INIT] == 0.6
+    restored = Startup(CollectorRegistry())
+    restored.engine(Core(), 3.0, read_s=0.05)  # reading the artifact came before the build
+    assert restored.info.stages[StartupStage.KV_SIZING] == 0.45
+    assert restored.info.stages[StartupStage.ENGINE_INIT] == 0.6
+    fine = Startup(CollectorRegistry())
+    fine.record(StartupStage.KV_SIZING, 0.000012)  # a tiny model's restore is not 0
+    assert fine.info.stages[StartupStage.KV_SIZING] > 0
     plain = Startup(CollectorRegistry())
     plain.engine(object(), 1.5)  # an engine that reports nothing: all of it is engine_init
     assert plain.info.stages[StartupStage.ENGINE_INIT] == 1.5

@@ -66,7 +66,7 @@ class Startup:
         """Keep `stage`'s first duration; later ones are not start-up."""
         if stage in self.info.stages:
             return
-        self.info.stages[stage] = round(max(seconds, 0.0), 4)
+        self.info.stages[stage] = round(max(seconds, 0.0), 6)  # a tiny restore is µs
         self.histogram.labels(stage=stage).observe(max(seconds, 0.0))
 
     def weights(self, source: WeightsFrom, nbytes: int, seconds: float) -> None:
@@ -75,14 +75,16 @@ class Startup:
         self.info.weights_from, self.info.weights_bytes = source, nbytes
         self.record(StartupStage.WEIGHTS, seconds)
 
-    def engine(self, core: object, seconds: float) -> None:
-        """The engine's build, split as the engine reports it (engine/startup.py's
-        StartupReport, when it has one): KV sizing, compile warm-up, the rest."""
+    def engine(self, core: object, seconds: float, read_s: float = 0.0) -> None:
+        """The engine's build (`seconds`), split as the engine reports it (engine/
+        startup.py's StartupReport, when it has one): KV sizing, compile warm-up, the
+        rest. `read_s`: choosing and reading a materialized artifact before the build
+        (serving/restore.py), counted in KV sizing: a restore's stage is all it did."""
         report = getattr(core, "startup", None)
         kv_s = float(getattr(report, "kv_s", 0.0) or 0.0)
         warm_s = float(getattr(report, "compile_s", 0.0) or 0.0)
         if report is not None:
-            self.record(StartupStage.KV_SIZING, kv_s)
+            self.record(StartupStage.KV_SIZING, read_s + kv_s)
             self.record(StartupStage.WARMUP, warm_s)
         self.record(StartupStage.ENGINE_INIT, seconds - kv_s - warm_s)
 

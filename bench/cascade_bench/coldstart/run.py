@@ -4,8 +4,10 @@ Per mode and case, in a fresh namespace with its own operator: create the deploy
 wait for its starting point (instances Ready, host copies holding the model), write the
 scale through /scale (the decision: t = 0), poll every 0.1 s for the new pod to be
 Ready, ask it for one token straight on its worker (the gateway's routing is not what is
-measured), then read its start-up from status.instances[]. The pool mode also scales
-1 -> 6 -> 0 and reads the host tier's bytes at each (status.hostCopies).
+measured), then read its start-up from status.instances[] and its materialization from
+its own status (profile, restore and saved seconds). The pool mode also scales
+1 -> 6 -> 0 and at each reads the resident memory of the host-copy and worker pods from
+their processes (`memory`), beside the blocks the host copies report holding.
 """
 
 from __future__ import annotations
@@ -21,10 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from cascade_api import constants as c
-from cascade_bench.autoscale.cluster import Bench, bench_namespace, dev_cluster, pod_ready
+from cascade_bench.autoscale.cluster import (
+    COMPONENT,
+    Bench,
+    bench_namespace,
+    dev_cluster,
+    pod_ready,
+)
 from cascade_bench.autoscale.manifest import body, md_name
 from cascade_bench.burst.probes import worker_pods
-from cascade_bench.coldstart import modes, report
+from cascade_bench.coldstart import memory, modes, report
 from cascade_bench.worker_auth import authorize, headers_for
 from cascade_dev.paths import StatePaths, default_state_dir
 from cascade_protocol.status import STATUS_PATH
@@ -146,16 +154,36 @@ def one(
         # + the runtime is the target; on CPU the store plays the accelerator's memory).
         "rss_bytes": worker.get("rssBytes"),
         "store_bytes": worker.get("storeBytes"),
+        # The same, read from its processes as the host tier's is (`memory`).
+        "pod_rss_bytes": memory.pods_rss_bytes({name: container_ids(pod)})[name],
         # What its engine start did with materialized state (restored, saved seconds).
         "materialization": worker.get("materialization"),
-    }
+    } | report.restore_figures(worker.get("materialization"))
 
 
-def host_bytes(b: Bench, run: str, cfg: ColdConfig, say: Say) -> dict[str, int | None]:
-    """The host tier's bytes (status.hostCopies) at replicas 1, 6 and 0 (None: the
-    replicas were not reached in time)."""
-    out: dict[str, int | None] = {}
+def container_ids(pod: Any) -> list[str | None]:
+    return [s.container_id for s in (pod.status.container_statuses or [])]
+
+
+def _live(pods: list[Any]) -> dict[str, list[str | None]]:
+    return {p.metadata.name: container_ids(p) for p in pods if not p.metadata.deletion_timestamp}
+
+
+def host_copy_pods(b: Bench, run: str) -> list[Any]:
+    sel = f"{c.LABEL_DEPLOYMENT}={md_name(run)},{COMPONENT}={c.COMPONENT_HOST_COPY}"
+    return list(b.core.list_namespaced_pod(b.ns, label_selector=sel).items)
+
+
+def host_memory(b: Bench, run: str, cfg: ColdConfig, say: Say) -> report.HostMemory:
+    """At replicas 1, 6 and 0: the resident memory of the host-copy pods and of the
+    worker pods, and the blocks the copies report (status.hostCopies[].bytesHeld); None
+    where the replicas were not reached in time or a pod could not be read."""
+    copies = report.spec_host_copies(_md(b, run)["spec"])
+    held: dict[str, int | None] = {}
+    blocks: dict[str, int | None] = {}
+    workers: dict[str, int | None] = {}
     for n in (1, 6, 0):
+        key = f"replicas_{n}"
         b.scale(run, n)
         try:
             if n:
@@ -164,12 +192,18 @@ def host_bytes(b: Bench, run: str, cfg: ColdConfig, say: Say) -> dict[str, int |
                 _wait(f"{run}: no instance", lambda: not worker_pods(b, run), cfg.timeout_s)
         except TimeoutError as exc:
             say(f"host tier at replicas {n}: {exc}")
-            out[f"replicas_{n}"] = None
+            held[key] = blocks[key] = workers[key] = None
             continue
+        hosts, serving = _live(host_copy_pods(b, run)), _live(worker_pods(b, run))
+        rss = memory.pods_rss_bytes(hosts | serving)
+        held[key], workers[key] = memory.total(rss, hosts), memory.total(rss, serving)
         shown = (_md(b, run).get("status") or {}).get("hostCopies") or []
-        out[f"replicas_{n}"] = sum(int(h.get("bytesHeld") or 0) for h in shown)
-        say(f"host tier at replicas {n}: {out[f'replicas_{n}']:,} B")
-    return out
+        blocks[key] = sum(int(h.get("bytesHeld") or 0) for h in shown)
+        say(
+            f"replicas {n}: host tier RSS {held[key]} B ({len(hosts)} of {copies} copies, "
+            f"blocks {blocks[key]:,} B), workers RSS {workers[key]} B"
+        )
+    return report.HostMemory(copies, held, blocks, workers)
 
 
 def run(cfg: ColdConfig, say: Say = print) -> dict[str, Any]:
@@ -178,7 +212,7 @@ def run(cfg: ColdConfig, say: Say = print) -> dict[str, Any]:
     uri = f"file://{cfg.model_dir.resolve()}"
     paths = StatePaths(cfg.state_dir or default_state_dir())
     rows: dict[str, dict[str, Any]] = {case: {} for case in cfg.cases}
-    held: dict[str, int | None] = {}
+    measured = report.HostMemory()
     with dev_cluster(paths, cfg.nodes, None) as brought_up:
         for case in cfg.cases:
             for mode in cfg.modes:
@@ -187,7 +221,7 @@ def run(cfg: ColdConfig, say: Say = print) -> dict[str, Any]:
                     try:
                         rows[case][mode] = one(b, run_name, mode, case, cfg, uri, say)
                         if mode == "pool" and case == "zero_to_one":
-                            held = host_bytes(b, run_name, cfg, say)
+                            measured = host_memory(b, run_name, cfg, say)
                     except (TimeoutError, RuntimeError) as exc:  # the other modes still run
                         say(f"{mode} {case}: {exc}")
                         rows[case][mode] = {"skipped": str(exc)}
@@ -199,4 +233,4 @@ def run(cfg: ColdConfig, say: Say = print) -> dict[str, Any]:
         "cluster": {"nodes": cfg.nodes, "brought_up": brought_up},
         "base_spec": modes.BASE_SPEC,
     }
-    return report.document(choices, rows, held, time.monotonic() - began)
+    return report.document(choices, rows, measured, time.monotonic() - began)

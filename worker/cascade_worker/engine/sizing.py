@@ -103,6 +103,31 @@ def size_kv(
     )
 
 
+def restore_problem(
+    sizing: KvSizing, *, block_size: int, per_token: int, max_model_len: int
+) -> str | None:
+    """Why a recorded sizing cannot be applied to this engine (None: it can).
+
+    The materialization key already says the recording was made for this start; this
+    is the restore's own check of the figures it applies (a hand-edited or mis-keyed
+    artifact must fail at start, not as a cache too short for a full context)."""
+    if sizing.block_size != block_size:
+        return f"recorded block size {sizing.block_size} != this engine's {block_size}"
+    if sizing.kv_bytes_per_token != per_token:
+        return (
+            f"recorded {sizing.kv_bytes_per_token} B per token != this engine's {per_token} B"
+            " (another model, dtype or layer count)"
+        )
+    if sizing.kv_cache_tokens % block_size:
+        return f"recorded {sizing.kv_cache_tokens} tokens are not whole blocks of {block_size}"
+    if sizing.kv_cache_tokens < max_model_len:
+        return (
+            f"recorded {sizing.kv_cache_tokens} tokens hold less than one full context"
+            f" ({max_model_len})"
+        )
+    return None
+
+
 def context_length(config: ModelConfig, max_model_len: int | None) -> int:
     limit = config.max_position_embeddings
     if max_model_len is not None and max_model_len > limit:

@@ -1,10 +1,13 @@
 """A one-process engine's start-up work: load the stages, size the KV cache, compile.
 
 Each piece is either done here or restored from what an earlier start recorded, which
-is how a cold start gets cheap (Medusa's materialization): a given `KvSizing` skips the
-profiling step, and compiled graphs come from torch's caches (or artifacts loaded with
+is how a cold start gets cheap (Medusa's materialization): a given `KvSizing` replaces
+the profiling step by a check of the recorded figures and the allocation of the cache
+they size, and compiled graphs come from torch's caches (or artifacts loaded with
 `torch.compiler.load_cache_artifacts`) instead of a fresh compile. `StartupReport` says
-what this start did and what each part cost.
+what this start did and what each part cost, both ways measured the same: the KV stage
+runs from the weights being loaded to the sized cache being in place, so a restore's
+seconds and a profile's are comparable (what a restore saved is their difference).
 """
 
 from __future__ import annotations
@@ -24,7 +27,12 @@ from cascade_worker.engine.kv_profile import (
     profile_kv,
     profiling_cache,
 )
-from cascade_worker.engine.sizing import KvSizing, cache_config
+from cascade_worker.engine.sizing import (
+    KvSizing,
+    cache_config,
+    kv_bytes_per_token,
+    restore_problem,
+)
 from cascade_worker.engine.stage import StageModel
 
 
@@ -34,7 +42,7 @@ class StartupOptions:
 
     block_size: int
     kv_cache_tokens: int | None = None  # explicit size: no profile, no budget
-    kv_sizing: KvSizing | None = None  # a recorded profile result: restored, not measured
+    kv_sizing: KvSizing | None = None  # a recorded profile result: checked and applied
     memory_budget_bytes: int | None = None  # CPU: the budget (default: today's KV cap)
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     # torch.compile the layer range for steps of up to compile_max_tokens (default
@@ -53,7 +61,10 @@ class StartupReport:
     kv_sizing: KvSizing | None  # None when kv_cache_tokens was given
     load_s: float
     compile_s: float | None  # warm-up (graph compile or cache restore); None: eager
-    kv_s: float = 0.0  # this start's KV profiling (0: restored or given), part of load_s
+    # This start's KV sizing stage, measured, part of load_s: profiling and allocating
+    # the sized cache, or (a restore) checking the recorded sizing and allocating it.
+    # 0 only when kv_cache_tokens was given (no sizing: the cache comes with the load).
+    kv_s: float = 0.0
 
     @property
     def restorable_s(self) -> float:
@@ -77,8 +88,8 @@ def build_local(
     began = time.perf_counter()
     sizing = opts.kv_sizing
     cache: CacheConfig
-    if sizing is not None:
-        cache = sizing.cache()
+    if sizing is not None:  # applied after the load, timed as the profile is
+        cache = CacheConfig(opts.block_size, 1)
     elif opts.kv_cache_tokens is not None:
         cache = cache_config(
             config, max_batch=max_batch, max_model_len=max_model_len,
@@ -89,15 +100,18 @@ def build_local(
         cache = profiling_cache(max_model_len, opts.block_size)
     executor = LocalExecutor.load(store, config, cache, cuts=cuts, device=device, dtype=dtype)
     kv_s = 0.0
-    if sizing is None and opts.kv_cache_tokens is None:
-        profiling = time.perf_counter()
+    sizing_began = time.perf_counter()
+    if sizing is not None:
+        executor = apply_recorded(executor, sizing, max_model_len)
+        kv_s = time.perf_counter() - sizing_began
+    elif opts.kv_cache_tokens is None:
         sizing = profile_kv(
             executor.stages, max_batch=max_batch, max_model_len=max_model_len,
             prefill_budget=prefill_budget, budget_bytes=opts.memory_budget_bytes,
             gpu_memory_utilization=opts.gpu_memory_utilization,
         )  # fmt: skip
         executor = with_cache(executor, sizing.cache())
-        kv_s = time.perf_counter() - profiling
+        kv_s = time.perf_counter() - sizing_began
     load_s = time.perf_counter() - began
     compile_s = None
     if opts.compile:
@@ -113,6 +127,22 @@ def build_local(
             for s in executor.stages
         )
     return executor, StartupReport(sizing, load_s, compile_s, kv_s)
+
+
+def apply_recorded(executor: LocalExecutor, sizing: KvSizing, max_model_len: int) -> LocalExecutor:
+    """`executor` over the cache a recorded sizing gives, once its figures are checked
+    against these stages (ValueError naming the mismatch: a restore never guesses)."""
+    first = executor.stages[0]
+    layers = sum(s.end - s.start for s in executor.stages)
+    problem = restore_problem(
+        sizing,
+        block_size=first.cache.config.block_size,
+        per_token=kv_bytes_per_token(first.config, first.dtype, layers),
+        max_model_len=max_model_len,
+    )
+    if problem is not None:
+        raise ValueError(f"cannot restore the recorded KV sizing: {problem}")
+    return with_cache(executor, sizing.cache())
 
 
 def with_cache(executor: LocalExecutor, cache: CacheConfig) -> LocalExecutor:

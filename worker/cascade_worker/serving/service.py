@@ -130,7 +130,7 @@ class Serving:
         """Build and start the engine (after `claim`; restoring materialized state offered
         with the store when its key is this start's); failures land in status."""
         self.restore, build = restoring(self.factory, store, options, self.config.materialization)
-        return await self._start(store, build)
+        return await self._start(store, build, self.restore.read_s if self.restore else 0.0)
 
     async def start_head(
         self,
@@ -150,13 +150,16 @@ class Serving:
         )
 
     async def _start(
-        self, store: BlockStore, build: Callable[[], tuple[EngineCore, HeadRole | None]]
+        self,
+        store: BlockStore,
+        build: Callable[[], tuple[EngineCore, HeadRole | None]],
+        read_s: float = 0.0,  # choosing and reading a materialized artifact, before build
     ) -> bool:
         head = None
         began = time.monotonic()
         try:
             core, head = await on_builder(build)
-            self.startup.engine(core, time.monotonic() - began)
+            self.startup.engine(core, time.monotonic() - began, read_s)
             engine = AsyncEngine(core, queue_limit=self.config.queue_limit, metrics=self.metrics)
             engine.health = head.broken if head is not None else None
             engine.hand_back_failures = head is not None
