@@ -11,7 +11,7 @@ while 120-199 requests waited). Measured there (tiny-llama, one thread, the trac
 ~180-token prompts): a step with a 125-token chunk took 32.9 ms of CPU beside ~10
 running, a pure decode step of 4-8 running 15.6-16.6 ms, so decode was about half a
 step and the rule below still halves; the 0.2-core quota's lumps, which a CPU-time share
-cannot see, drove those halvings (bench/README, session 10).
+cannot see, drove those halvings (bench/results/JOURNAL.md, 2026-11-24, runs 16-19).
 
 So before halving for latency, Algorithm 1 asks what half the batch would give:
 

@@ -35,7 +35,7 @@ RUNS = ("cascade", "fixed_max", "kpa", "fixed_min")
 # scale-up to maxReplicas at once (as the KPA's panic mode), max batch 16 (the knee of
 # the profile at the trace's 180-token contexts: 181 tok/s at 8, 190 at 16, 179 at 32),
 # and Θ 0.25 with a 10 s scale-down window: chosen with `cascade simulate` on this
-# window and that profile (bench/README.md, session 11).
+# window and that profile (bench/README.md; bench/results/JOURNAL.md, 2026-11-25).
 BASE_SPEC: dict[str, Any] = {
     "model": {"uri": "file:///var/lib/cascade/models/tiny-llama", "servedName": "chat"},
     "replicas": 2,
