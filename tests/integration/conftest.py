@@ -1,10 +1,17 @@
-"""Integration fixtures: one real local cluster (`cascade dev up --nodes 4`) per session.
+"""Integration fixtures: one real local cluster (`cascade dev up`) shared by the session.
 
 `dev_cluster` starts it on first use and runs `cascade dev down` at the end of the session.
 The cluster binds fixed ports (6443, 23790), so it lives in its own state dir, and tests
-marked `runs_first` (the up/down lifecycle test, which needs the ports to itself) are
-moved to the front of the session. Set CASCADE_DEV_REUSE=1 to use (and keep) the cluster
-of the default state dir instead: fast local iteration.
+marked `runs_first` (the up/down lifecycle tests, which need the ports to themselves and
+start clusters of their own) are moved to the front of the session. Set
+CASCADE_DEV_REUSE=1 to use (and keep) the cluster of the default state dir instead: fast
+local iteration.
+
+Its size: CASCADE_TEST_NODES (default 8: one node agent process serves them all, so more
+nodes cost no time), or more when a selected test is marked `nodes(N)` with a larger N;
+`up` reconciles a reused cluster to that count. A test marked `nodes(N)` that meets fewer
+fails, it does not skip. Without the kube binaries or etcd the tier skips, saying what is
+missing, and under CI=true fails instead (cascade_dev.testgate).
 """
 
 from __future__ import annotations
@@ -16,24 +23,38 @@ import pytest
 from integration_helpers import ensure_example_model
 
 from cascade_dev.paths import default_state_dir
-from cascade_dev.testing import DevCluster, apiserver_port_busy, cascade_dev, missing_prerequisites
+from cascade_dev.testgate import cluster_nodes
+from cascade_dev.testing import DevCluster, apiserver_port_busy, cascade_dev, require_cluster
 
-# Issue 5's acceptance cluster: 8 nodes (one node agent process serves them all, so more
-# nodes cost no time); test_scaleplan.py skips on a reused cluster with fewer.
 NODES = int(os.environ.get("CASCADE_TEST_NODES", "8"))
+SESSION_NODES = pytest.StashKey[int]()  # the count the session's cluster is brought up with
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "nodes(n): needs a dev cluster of at least n nodes (the session's grows)"
+    )
+
+
+def needed_nodes(item: pytest.Item) -> int | None:
+    marker = item.get_closest_marker("nodes")
+    return int(marker.args[0]) if marker is not None else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     first = [i for i in items if getattr(getattr(i, "function", None), "runs_first", False)]
     if first:
         items[:] = first + [i for i in items if i not in first]
+    needs = [n for i in items if (n := needed_nodes(i)) is not None]
+    config.stash[SESSION_NODES] = cluster_nodes(NODES, needs)
 
 
 @pytest.fixture(scope="session")
-def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    reason = missing_prerequisites()
-    if reason:
-        pytest.skip(reason)
+def dev_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DevCluster]:
+    require_cluster()
+    nodes = request.config.stash.get(SESSION_NODES, NODES)
     reuse = os.environ.get("CASCADE_DEV_REUSE") == "1"
     state_dir = default_state_dir() if reuse else tmp_path_factory.mktemp("cascade-dev")
     if not reuse and apiserver_port_busy():
@@ -42,9 +63,20 @@ def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster
             "or set CASCADE_DEV_REUSE=1 to test against it)"
         )
     ensure_example_model()
-    cascade_dev(state_dir, "up", "--nodes", str(NODES))
+    cascade_dev(state_dir, "up", "--nodes", str(nodes))
     try:
-        yield DevCluster.at(state_dir, NODES)
+        yield DevCluster.at(state_dir, nodes)
     finally:
         if not reuse:
             cascade_dev(state_dir, "down")
+
+
+@pytest.fixture(autouse=True)
+def _enough_nodes(request: pytest.FixtureRequest) -> None:
+    """A test marked `nodes(N)` runs on at least N nodes, or fails saying so."""
+    needed = needed_nodes(request.node)
+    if needed is None:
+        return
+    dev: DevCluster = request.getfixturevalue("dev_cluster")
+    if dev.nodes < needed:
+        pytest.fail(f"needs {needed} nodes, the session's dev cluster has {dev.nodes}")

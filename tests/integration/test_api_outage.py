@@ -26,7 +26,7 @@ from cascade_dev.testing import DevCluster, wait_for
 # It once failed in CI after the outage: the node lifecycle controller had marked every
 # pod NotReady (all leases looked stale) and the dev node agent compared with its own last
 # post, never re-posting Ready; the agent now compares with the API's copy as well.
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900), pytest.mark.nodes(3)]
 
 MD = "steady"
 OUTAGE_S = 60.0
@@ -34,8 +34,6 @@ OUTAGE_S = 60.0
 
 @pytest.fixture
 def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    if dev_cluster.nodes < 3:
-        pytest.skip(f"needs 3 nodes (one instance each), has {dev_cluster.nodes}")
     with namespace_with_operator(dev_cluster, "cascade-outage", tmp_path) as ns:
         try:
             yield ns

@@ -32,7 +32,12 @@ from integration_helpers import BIN, ensure_example_model, helm_release
 
 from cascade_dev.testing import DevCluster, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.helm, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.helm,
+    pytest.mark.timeout(900),
+    pytest.mark.nodes(2),
+]
 
 APP_NS, MD = f"dash-{uuid.uuid4().hex[:6]}", "dash"
 
@@ -50,8 +55,6 @@ def prometheus(dev_cluster: DevCluster) -> str:
 
 @pytest.fixture(scope="module")
 def deployment(dev_cluster: DevCluster, prometheus: str) -> Iterator[str]:
-    if dev_cluster.nodes < 2:
-        pytest.skip(f"needs 2 nodes (one instance each), has {dev_cluster.nodes}")
     ensure_example_model()
     with helm_release(dev_cluster):
         dev_cluster.kubectl("create", "namespace", APP_NS)

@@ -24,7 +24,7 @@ from cascade_dev.testing import (
     DevCluster,
     apiserver_port_busy,
     cascade_dev,
-    missing_prerequisites,
+    require_cluster,
     wait_for,
 )
 
@@ -82,9 +82,7 @@ def _pod(name: str, node: str) -> str:
 
 
 def test_up_reconciles_nic_rate_and_node_count(tmp_path: Path) -> None:
-    reason = missing_prerequisites()
-    if reason:
-        pytest.skip(reason)
+    require_cluster()
     if os.geteuid() != 0 or not shutil.which("tc"):
         pytest.skip("the shaped netns fabric needs root and tc")
     if apiserver_port_busy():

@@ -14,7 +14,7 @@ import pytest
 
 from cascade_dev import cluster, netlinks, processes
 from cascade_dev.paths import StatePaths
-from cascade_dev.testing import DevCluster, apiserver_port_busy, cascade_dev, missing_prerequisites
+from cascade_dev.testing import DevCluster, apiserver_port_busy, cascade_dev, require_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -38,9 +38,7 @@ def _assert_nothing_left(state_dir: Path) -> None:
 
 @pytest.mark.parametrize("fabric", ["auto", "loopback"])
 def test_up_is_idempotent_and_down_leaves_nothing(tmp_path: Path, fabric: str) -> None:
-    reason = missing_prerequisites()
-    if reason:
-        pytest.skip(reason)
+    require_cluster()
     if apiserver_port_busy():
         pytest.fail("port 6443 is in use: `cascade dev down` the running cluster first")
     state = tmp_path / "dev"

@@ -16,7 +16,7 @@ from cascade_dev.testing import (
     DevCluster,
     apiserver_port_busy,
     cascade_dev,
-    missing_prerequisites,
+    require_cluster,
     wait_for,
 )
 
@@ -67,9 +67,7 @@ def _phase(dev: DevCluster, pod: str) -> str:
 
 
 def test_node_cpu_quota_holds_pods_and_down_removes_groups(tmp_path: Path) -> None:
-    reason = missing_prerequisites()
-    if reason:
-        pytest.skip(reason)
+    require_cluster()
     cg = CpuCgroups.detect()
     if cg is None or cg.problem():
         pytest.skip(f"no writable cgroup cpu controller: {cg and cg.problem()}")

@@ -22,7 +22,7 @@ from integration_helpers import Namespace, generated, namespace_with_operator
 from cascade_api.constants import WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.nodes(3)]
 
 MD = "survivor"
 ASK = {"request_id": "n", "prompt": "Hello", "params": {"max_tokens": 4, "ignore_eos": True}}
@@ -30,8 +30,6 @@ ASK = {"request_id": "n", "prompt": "Hello", "params": {"max_tokens": 4, "ignore
 
 @pytest.fixture
 def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    if dev_cluster.nodes < 3:
-        pytest.skip(f"needs 3 nodes (a spare for the replacement), has {dev_cluster.nodes}")
     with namespace_with_operator(dev_cluster, "cascade-nodeloss", tmp_path) as ns:
         yield ns
 

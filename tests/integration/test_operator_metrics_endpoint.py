@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from cascade_autoscaler.cause import Cause
 from cascade_dev.testing import DevCluster, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.nodes(2)]
 
 MD = "watched"
 SERIES = (
@@ -49,8 +49,6 @@ def free_port() -> int:
 
 @pytest.fixture
 def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[tuple[Namespace, int]]:
-    if dev_cluster.nodes < 2:
-        pytest.skip(f"needs 2 nodes (one instance each), has {dev_cluster.nodes}")
     port = free_port()
     with namespace_with_operator(dev_cluster, "cascade-metrics", tmp_path, port) as ns:
         yield ns, port

@@ -23,7 +23,7 @@ from integration_helpers import Namespace, generated, namespace_with_operator
 from cascade_api.constants import WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900), pytest.mark.nodes(4)]
 
 MD = "restarts"
 KILLS = 10
@@ -33,8 +33,6 @@ ASK = {"request_id": "r", "prompt": "Hello", "params": {"max_tokens": 3, "ignore
 
 @pytest.fixture
 def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    if dev_cluster.nodes < 4:
-        pytest.skip(f"needs 4 nodes (one instance each), has {dev_cluster.nodes}")
     with namespace_with_operator(dev_cluster, "cascade-restarts", tmp_path) as ns:
         yield ns
 

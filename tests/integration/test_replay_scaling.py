@@ -20,7 +20,7 @@ from integration_helpers import Namespace, namespace_with_operator
 
 from cascade_dev.testing import DevCluster, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900), pytest.mark.nodes(4)]
 
 MD = "replayed"
 REQUESTS = 1000
@@ -31,8 +31,6 @@ PROMPTS = ["Hello", "The quick brown fox jumps over the lazy dog. " * 4, "Once u
 
 @pytest.fixture
 def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    if dev_cluster.nodes < 4:
-        pytest.skip(f"needs 4 nodes (one instance each), has {dev_cluster.nodes}")
     with namespace_with_operator(dev_cluster, "cascade-replay", tmp_path) as ns:
         yield ns
 

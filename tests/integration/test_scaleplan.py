@@ -9,8 +9,8 @@ serves. Every new pod then generates pod 0's greedy
 tokens. A second scale-up kills the operator while its plan runs and starts a new one:
 the plan completes (or is repaired), and no second plan is made for the same targets.
 
-Needs 8 simulated nodes (issue 5's acceptance cluster), which the session fixture
-starts; a reused cluster with fewer makes these tests skip.
+Needs 8 simulated nodes (issue 5's acceptance cluster): marked `nodes(8)`, so the
+session's cluster has at least 8 (a reused one is grown to them).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from cascade_api.constants import WORKER_PORT
 from cascade_bench.scaleup import plan_table, timings
 from cascade_dev.testing import DevCluster, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+NEEDED_NODES = 8
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.nodes(NEEDED_NODES)]
 
 MD = "scaled"
-NEEDED_NODES = 8
 PROMPT = {"prompt_token_ids": [5, 9, 14, 200, 17], "params": {
     "max_tokens": 12, "temperature": 0.0, "ignore_eos": True}}  # fmt: skip
 
@@ -73,9 +73,6 @@ class Operator:
 
 @pytest.fixture
 def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[tuple[Namespace, Operator]]:
-    nodes = json.loads(dev_cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
-    if len(nodes) < NEEDED_NODES:
-        pytest.skip(f"needs {NEEDED_NODES} nodes (cascade dev up --nodes 8), has {len(nodes)}")
     ns = Namespace(dev_cluster, f"cascade-sp-{uuid.uuid4().hex[:6]}")
     dev_cluster.kubectl("apply", "--validate=false", "-f", str(ROOT / "crds"))
     dev_cluster.kubectl("create", "namespace", ns.ns)

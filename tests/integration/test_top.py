@@ -26,7 +26,7 @@ from integration_helpers import BIN, Namespace, complete, model_deployment, name
 
 from cascade_dev.testing import DevCluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.nodes(3)]
 
 MD = "topview"
 WIDTH, HEIGHT = 160, 40
@@ -95,8 +95,6 @@ def progress_bar(text: str) -> bool:
 
 @pytest.fixture
 def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    if dev_cluster.nodes < 3:
-        pytest.skip(f"needs 3 nodes (one instance each), has {dev_cluster.nodes}")
     if shutil.which("tmux") is None:
         pytest.skip("needs tmux (hack/setup.sh installs it)")
     with namespace_with_operator(dev_cluster, "cascade-top", tmp_path) as ns:
