@@ -29,7 +29,10 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "the compile warm-up in fresh processes: cold, warm inductor cache, restored "
         "cache artifacts. Prints a table; --json writes {rows, compile_s}.",
     )
-    en.add_argument("--model-dir", type=Path, default=None, help="HF checkpoint to use")
+    en.add_argument(
+        "--model", "--model-dir", dest="model_dir", type=Path, default=None,
+        help="HF checkpoint to use (e.g. the real SmolLM2 of `cascade model import`)",
+    )  # fmt: skip
     en.add_argument("--arch", choices=("llama", "qwen2", "mistral"), default="llama")
     en.add_argument("--layers", type=int, default=4)
     en.add_argument("--hidden", type=int, default=512)
@@ -37,7 +40,9 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     en.add_argument("--prompts", type=_ints, default=(128, 512), help="prefill prompt tokens")
     en.add_argument("--new-tokens", type=int, default=64, help="decoded tokens per sequence")
     en.add_argument("--rounds", type=int, default=3)
-    en.add_argument("--threads", type=int, default=1, help="torch threads")
+    en.add_argument(
+        "--threads", type=_ints, default=(1,), help="torch threads, a list: 1,2 measures both"
+    )
     en.add_argument(
         "--paths", type=lambda t: subset(t, PATHS, "paths"), default=PATHS,
         help=f"subset of {','.join(PATHS)}",

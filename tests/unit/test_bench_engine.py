@@ -44,13 +44,33 @@ def test_table_has_a_column_per_path_and_the_compile_seconds() -> None:
             "artifact_bytes": 3 << 20,
         },
     }
-    lines = table(doc).splitlines()
-    assert lines[0].split() == ["phase", "batch", "prompt", "eager", "transformers"]
-    assert lines[1].split() == ["decode", "16", "16", "1097", "1135"]
-    assert lines[2].split() == ["prefill", "1", "512", "3000", "-"]
+    lines = table(doc).splitlines()  # a document of one thread count, rows without theirs
+    head = ["threads", "phase", "batch", "prompt", "eager", "transformers", "eager/hf"]
+    assert lines[0].split() == head
+    assert lines[1].split() == ["1", "decode", "16", "16", "1097", "1135", "0.97x"]
+    assert lines[2].split() == ["1", "prefill", "1", "512", "3000", "-", "-"]
     assert "load 1.50 -> 2.25" in lines[3]
     assert "cold 140.0, warm cache 20.5, restored artifacts 90.2" in lines[4]
     assert "3.0 MiB" in lines[4]
+
+
+def test_rows_of_several_thread_counts_are_kept_apart() -> None:
+    doc = {
+        "threads": [1, 2],
+        "loadavg_before": (1.0, 1.0, 1.0),
+        "loadavg_after": (1.0, 1.0, 1.0),
+        "rows": [
+            {**row("eager", "decode", 1, 100.0), "threads": 1},
+            {**row("transformers", "decode", 1, 80.0), "threads": 1},
+            {**row("eager", "decode", 1, 150.0), "threads": 2},
+            {**row("transformers", "decode", 1, 160.0), "threads": 2},
+        ],
+    }
+    lines = table(doc).splitlines()
+    assert lines[1].split() == ["1", "decode", "1", "16", "100", "80", "1.25x"]
+    assert lines[2].split() == ["2", "decode", "1", "16", "150", "160", "0.94x"]
+    args = build_parser().parse_args(["bench", "engine", "--model", "/m", "--threads", "1,2"])
+    assert args.threads == (1, 2) and str(args.model_dir) == "/m"
 
 
 def test_prompts_are_distinct_and_inside_the_vocabulary() -> None:

@@ -21,6 +21,7 @@ from cascade_protocol.generate import GenerateRequest, SamplingParams
 from cascade_worker.engine.engine import LLMEngine
 
 DECODE_PROMPT = 16
+_GREEDY: dict[str, Any] = {"do_sample": False, "eos_token_id": None, "pad_token_id": 3}
 
 
 def clock() -> Callable[[], float]:
@@ -60,13 +61,14 @@ def engine_prefill(engine: LLMEngine, prompt: int) -> float:
 
 def hf_decode(model: Any, batch: int, new: int, vocab: int) -> float:
     ids = torch.tensor(prompt_ids(batch, DECODE_PROMPT, vocab))
+    mask = torch.ones_like(ids)  # explicit: generate would mask prompt tokens equal to the pad
     now = clock()
     with torch.inference_mode():
         began = now()
-        model.generate(ids, max_new_tokens=1, do_sample=False, eos_token_id=None, pad_token_id=3)
+        model.generate(ids, max_new_tokens=1, **_GREEDY, attention_mask=mask)
         first = now() - began
         began = now()
-        model.generate(ids, max_new_tokens=new, do_sample=False, eos_token_id=None, pad_token_id=3)
+        model.generate(ids, max_new_tokens=new, **_GREEDY, attention_mask=mask)
         full = now() - began
     return batch * (new - 1) / max(full - first, 1e-9)
 

@@ -2,7 +2,8 @@
 compiled, beside transformers' `generate` on the same checkpoint, and what compiling
 costs at start-up (cold, warm cache, restored artifacts; compile_probe.py).
 
-One process, one thread by default (`--threads`), paths interleaved inside every round
+One process, one thread by default (`--threads`, a list: each count is measured in turn
+and every row says its count), paths interleaved inside every round
 so drifting load hits them alike; medians over rounds. The compiled engines use the
 inductor cache the cold probe filled, so their in-process warm-up is not the figure:
 `compile_s` is. The document also carries the machine's load average before and after,
@@ -29,7 +30,7 @@ class EngineBenchConfig:
     prompts: tuple[int, ...] = (128, 512)
     new_tokens: int = 64
     rounds: int = 3
-    threads: int = 1
+    threads: tuple[int, ...] = (1,)
     paths: tuple[str, ...] = PATHS
     compile_times: bool = True
 
@@ -72,9 +73,9 @@ def run(cfg: EngineBenchConfig, say: Callable[[str], None] = print) -> dict[str,
 
     from cascade_bench.enginebench.compile_probe import probe_all
 
-    torch.set_num_threads(cfg.threads)
+    torch.set_num_threads(cfg.threads[0])
     max_batch, max_tokens = max(cfg.batches), max(*cfg.batches, *cfg.prompts)
-    doc: dict[str, Any] = {"model_dir": str(cfg.model_dir), "threads": cfg.threads}
+    doc: dict[str, Any] = {"model_dir": str(cfg.model_dir), "threads": list(cfg.threads)}
     doc["loadavg_before"] = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="cascade-bench-engine-"))
     if cfg.compile_times:
@@ -88,15 +89,18 @@ def run(cfg: EngineBenchConfig, say: Callable[[str], None] = print) -> dict[str,
     for path, engine in engines.items():  # one untimed pass: caches, allocator, graphs
         for phase, size in cases:
             _measure(path, engine, phase, size, 4, vocab)
-    samples: dict[tuple[str, str, int], list[float]] = {}
-    for r in range(cfg.rounds):
-        say(f"round {r + 1}/{cfg.rounds} (load {os.getloadavg()[0]:.2f})")
-        for phase, size in cases:
-            for path, engine in engines.items():
-                value = _measure(path, engine, phase, size, cfg.new_tokens, vocab)
-                samples.setdefault((path, phase, size), []).append(value)
+    samples: dict[tuple[int, str, str, int], list[float]] = {}
+    for threads in cfg.threads:
+        torch.set_num_threads(threads)
+        for r in range(cfg.rounds):
+            say(f"{threads} thread(s), round {r + 1}/{cfg.rounds} (load {os.getloadavg()[0]:.2f})")
+            for phase, size in cases:
+                for path, engine in engines.items():
+                    value = _measure(path, engine, phase, size, cfg.new_tokens, vocab)
+                    samples.setdefault((threads, path, phase, size), []).append(value)
     doc["rows"] = [
         {
+            "threads": threads,
             "path": path,
             "phase": phase,
             "batch": size if phase == "decode" else 1,
@@ -104,25 +108,42 @@ def run(cfg: EngineBenchConfig, say: Callable[[str], None] = print) -> dict[str,
             "tokens_per_s": statistics.median(values),
             "samples": values,
         }
-        for (path, phase, size), values in samples.items()
+        for (threads, path, phase, size), values in samples.items()
     ]
     doc["loadavg_after"] = os.getloadavg()
     return doc
 
 
 def table(doc: dict[str, Any]) -> str:
-    """phase/size rows, one tokens/s column per path, then the compile seconds."""
-    paths = list(dict.fromkeys(r["path"] for r in doc["rows"]))
-    keys = list(dict.fromkeys((r["phase"], r["batch"], r["prompt"]) for r in doc["rows"]))
-    value = {(r["path"], r["phase"], r["batch"], r["prompt"]): r for r in doc["rows"]}
-    lines = [f"{'phase':<8} {'batch':>5} {'prompt':>6} " + " ".join(f"{p:>16}" for p in paths)]
-    for phase, batch, prompt in keys:
+    """threads/phase/size rows, one tokens/s column per path (and each path's ratio to
+    transformers where it ran), then the compile seconds. Older documents have one
+    thread count at the top and none in the rows."""
+    rows = doc["rows"]
+    paths = list(dict.fromkeys(r["path"] for r in rows))
+    keys = list(
+        dict.fromkeys((r.get("threads", doc["threads"]), r["phase"], r["batch"], r["prompt"])
+                      for r in rows)
+    )  # fmt: skip
+    value = {(r.get("threads", doc["threads"]), r["path"], r["phase"], r["batch"], r["prompt"]): r
+             for r in rows}  # fmt: skip
+    ratios = [p for p in paths if p != "transformers"] if "transformers" in paths else []
+    head = f"{'threads':>7} {'phase':<8} {'batch':>5} {'prompt':>6} "
+    lines = [head + " ".join(f"{p:>16}" for p in paths)
+             + "".join(f" {p + '/hf':>16}" for p in ratios)]  # fmt: skip
+    for threads, phase, batch, prompt in keys:
         cells = []
         for p in paths:
-            row = value.get((p, phase, batch, prompt))
+            row = value.get((threads, p, phase, batch, prompt))
             cells.append(f"{row['tokens_per_s']:>16.0f}" if row else f"{'-':>16}")
-        lines.append(f"{phase:<8} {batch:>5} {prompt:>6} " + " ".join(cells))
-    lines.append("tokens/s, median over rounds; " + f"{doc['threads']} thread(s), load "
+        hf = value.get((threads, "transformers", phase, batch, prompt))
+        for p in ratios:
+            row = value.get((threads, p, phase, batch, prompt))
+            ok = row and hf
+            cells.append(
+                f"{row['tokens_per_s'] / hf['tokens_per_s']:>15.2f}x" if ok else f"{'-':>16}"
+            )
+        lines.append(f"{threads:>7} {phase:<8} {batch:>5} {prompt:>6} " + " ".join(cells))
+    lines.append("tokens/s, median over rounds; load "
                  f"{doc['loadavg_before'][0]:.2f} -> {doc['loadavg_after'][0]:.2f}")  # fmt: skip
     if "compile_s" in doc:
         c = doc["compile_s"]
