@@ -138,10 +138,10 @@ def table(doc: dict[str, Any]) -> str:
         hf = value.get((threads, "transformers", phase, batch, prompt))
         for p in ratios:
             row = value.get((threads, p, phase, batch, prompt))
-            ok = row and hf
-            cells.append(
-                f"{row['tokens_per_s'] / hf['tokens_per_s']:>15.2f}x" if ok else f"{'-':>16}"
-            )
+            if row and hf:
+                cells.append(f"{row['tokens_per_s'] / hf['tokens_per_s']:>15.2f}x")
+            else:
+                cells.append(f"{'-':>16}")
         lines.append(f"{threads:>7} {phase:<8} {batch:>5} {prompt:>6} " + " ".join(cells))
     lines.append("tokens/s, median over rounds; load "
                  f"{doc['loadavg_before'][0]:.2f} -> {doc['loadavg_after'][0]:.2f}")  # fmt: skip

@@ -94,6 +94,19 @@ def load_stage_weights(
             raise ValueError(f"checkpoint lacks tensor {name!r}")
         return tensors[name].to(device=device, dtype=dtype)
 
+    def matrix(name: str) -> torch.Tensor:
+        """A weight F.linear multiplies by. Where converting copies it anyway (a half-
+        precision checkpoint computed in float32 on the CPU), the copy is column-major:
+        x @ W.T then reads W.T contiguously, and a decode step at batch 1 (a GEMV) ran
+        1.6x faster per matrix on one thread (1536 x 576: 326 -> 204 us), batch 16 the
+        same. A float32 checkpoint stays a zero-copy view of the blocks."""
+        source = tensors.get(name)
+        if source is None or device.type != "cpu" or source.dtype == dtype:
+            return get(name)
+        rows, cols = source.shape
+        out = torch.empty_strided((rows, cols), (1, rows), dtype=dtype, device=device)
+        return out.copy_(source)
+
     def maybe(name: str) -> torch.Tensor | None:
         return get(name) if config.attention_bias else None
 
@@ -104,24 +117,24 @@ def load_stage_weights(
         layers.append(
             LayerWeights(
                 input_norm=get(p + "input_layernorm.weight"),
-                q=get(a + "q_proj.weight"),
-                k=get(a + "k_proj.weight"),
-                v=get(a + "v_proj.weight"),
+                q=matrix(a + "q_proj.weight"),
+                k=matrix(a + "k_proj.weight"),
+                v=matrix(a + "v_proj.weight"),
                 q_bias=maybe(a + "q_proj.bias"),
                 k_bias=maybe(a + "k_proj.bias"),
                 v_bias=maybe(a + "v_proj.bias"),
-                o=get(a + "o_proj.weight"),
+                o=matrix(a + "o_proj.weight"),
                 post_norm=get(p + "post_attention_layernorm.weight"),
-                gate=get(p + "mlp.gate_proj.weight"),
-                up=get(p + "mlp.up_proj.weight"),
-                down=get(p + "mlp.down_proj.weight"),
+                gate=matrix(p + "mlp.gate_proj.weight"),
+                up=matrix(p + "mlp.up_proj.weight"),
+                down=matrix(p + "mlp.down_proj.weight"),
             )
         )
     last = end == config.num_layers
     head = None
     if last:
         tied = config.tie_word_embeddings
-        head = get("model.embed_tokens.weight" if tied else "lm_head.weight")
+        head = matrix("model.embed_tokens.weight" if tied else "lm_head.weight")
     return StageWeights(
         start=start,
         end=end,
