@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from cascade_bench.capacity.stats import (
     prefill_point,
     ratio,
     split,
+    superlinear,
     tokens_in,
     without_prefill,
 )
@@ -174,3 +176,30 @@ def test_an_at_scale_profile_keeps_the_one_instance_figures(tmp_path: Path) -> N
     pytest.importorskip("matplotlib")
     plot(doc, tmp_path / "cap.png")
     assert (tmp_path / "cap.png").stat().st_size > 0
+
+
+def test_the_scaling_ratio_is_of_decode_speeds_on_both_sides() -> None:
+    """The curve takes each window's prefill out; the 1-vs-2 ratio does the same, two
+    instances prefilling side by side (each half the requests). Raw windows would
+    credit the side that prefilled less."""
+    one = replace(_pt(16, 480), started=40, tokens=480 * 12, window_s=12.0)
+    two = replace(_pt(16, 900), started=80, tokens=900 * 12, window_s=12.0)
+    rate = 400.0  # 16-token prompts: 40 starts = 1.6 s of one instance's window
+    d1 = without_prefill(one, 16, rate)
+    d2 = without_prefill(two, 16, rate, instances=2)
+    assert d1.tokens_per_s == pytest.approx(480 * 12 / (12 - 1.6))
+    assert d2.tokens_per_s == pytest.approx(900 * 12 / (12 - 80 * 16 / 800))
+    assert d1.raw_tokens_per_s == 480 and d2.raw_tokens_per_s == 900
+
+
+def test_two_instances_above_twice_one_are_a_defect_not_a_pass() -> None:
+    doc = document(
+        node_cpu=0.5, model="m", params={"max_tokens": 64, "prompt_tokens": 16,
+        "duration_s": 12.0, "warmup_s": 4.0}, curve=[_pt(1, 100)],
+        prefill=prefill_point(512, [0.5]), one=_pt(16, 400), two=_pt(16, 948),
+        scaling_ratio=ratio(400, 948),
+    )  # fmt: skip
+    s = doc["scaling"]
+    assert s["superlinear"] is True and s["passed"] is False
+    assert "DEFECT" in table(doc)
+    assert superlinear(2.0) is False and superlinear(None) is False

@@ -98,6 +98,11 @@ def run(cfg: CapacityConfig, say: Callable[[str], None] = print) -> dict[str, An
         targets = [(w.generate_url, n) for w, n in zip(workers, split(conc, 2), strict=True)]
         two = asyncio.run(measure(conc, targets, load))
         say(f"2 instances, {conc} in flight: {two.tokens_per_s:.1f} tok/s")
+        # The ratio on the curve's basis: decode speeds, each side's prefill taken out
+        # at the measured rate (two instances prefill side by side).
+        rate = prefill["tokens_per_s"]
+        one = without_prefill(one, cfg.prompt_tokens, rate)
+        two = without_prefill(two, cfg.prompt_tokens, rate, instances=2)
         one_instance = None
         if cfg.instances > 1:
             one_instance = {"curve": [asdict(p) for p in curve], "prefill": prefill}

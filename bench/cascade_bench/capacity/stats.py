@@ -101,13 +101,14 @@ def curve_point(
 
 
 def without_prefill(
-    point: CurvePoint, prompt_tokens: int, prefill_tokens_per_s: float
+    point: CurvePoint, prompt_tokens: int, prefill_tokens_per_s: float, instances: int = 1
 ) -> CurvePoint:
     """The point's decode speed: its tokens over the window less the prefill time of the
-    requests that started in it (see the module docstring)."""
-    if prefill_tokens_per_s <= 0:
-        raise ValueError("the prefill rate must be positive")
-    prefill_s = point.started * prompt_tokens / prefill_tokens_per_s
+    requests that started in it (see the module docstring). Over `instances` equally
+    loaded instances the prefills ran side by side: each took a 1/n share of the time."""
+    if prefill_tokens_per_s <= 0 or instances < 1:
+        raise ValueError("the prefill rate must be positive and instances >= 1")
+    prefill_s = point.started * prompt_tokens / (prefill_tokens_per_s * instances)
     decode_s = point.window_s - prefill_s
     if decode_s < 0.5 * point.window_s:
         raise ValueError(
@@ -141,6 +142,15 @@ def knee(points: Sequence[CurvePoint], fraction: float = 0.9) -> int:
 def ratio(one: float, two: float) -> float | None:
     """Two instances' tokens/s over one's; None when one instance produced nothing."""
     return two / one if one > 0 else None
+
+
+# Two instances are two of one: more than 2x (beyond this much noise) is no result but
+# a defect of the measurement or of one instance's serving, to find before reporting.
+SUPERLINEAR = 2.05
+
+
+def superlinear(scaling_ratio: float | None) -> bool:
+    return scaling_ratio is not None and scaling_ratio > SUPERLINEAR
 
 
 def split(total: int, parts: int) -> list[int]:
