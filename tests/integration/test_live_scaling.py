@@ -28,9 +28,13 @@ from typing import Any
 
 import aiohttp
 import pytest
-from integration_helpers import Namespace, http, model_deployment, namespace_with_operator
+from integration_helpers import (
+    Namespace,
+    model_deployment,
+    namespace_with_operator,
+    worker_statuses,
+)
 
-from cascade_api.constants import WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -90,18 +94,7 @@ def one(
 
 
 def statuses(ns: Namespace) -> dict[str, dict[str, Any]]:
-    out = {}
-    for pod in ns.worker_pods(MD):
-        ip = pod["status"].get("podIP")
-        if not ip:
-            continue
-        try:
-            code, doc = http("GET", f"http://{ip}:{WORKER_PORT}/v1/status")
-        except OSError:
-            continue
-        if code == 200:
-            out[pod["metadata"]["name"]] = doc
-    return out
+    return worker_statuses(ns, MD)
 
 
 async def complete(http_: aiohttp.ClientSession, url: str, i: int, run: Run) -> None:

@@ -23,10 +23,14 @@ from typing import Any
 
 import aiohttp
 import pytest
-from integration_helpers import Namespace, http, model_deployment, namespace_with_operator
+from integration_helpers import (
+    Namespace,
+    model_deployment,
+    namespace_with_operator,
+    worker_statuses,
+)
 from real_model import NEW_TOKENS, Reference, ensure_real_model, references
 
-from cascade_api.constants import WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
@@ -148,23 +152,10 @@ def metric(url: str, name: str) -> float:
 
 def worker_modes(ns: Namespace) -> dict[str, tuple[str, int, int, int]]:
     """pod -> (mode, running, blocks loaded, blocks total) from each worker's status."""
-    out = {}
-    for pod in ns.worker_pods(MD):
-        ip = pod["status"].get("podIP")
-        if not ip:
-            continue
-        try:
-            code, doc = http("GET", f"http://{ip}:{WORKER_PORT}/v1/status")
-        except OSError:
-            continue
-        if code == 200:
-            out[pod["metadata"]["name"]] = (
-                doc["mode"],
-                doc["running"],
-                doc["blocksLoaded"],
-                doc["blocksTotal"],
-            )
-    return out
+    return {
+        pod: (doc["mode"], doc["running"], doc["blocksLoaded"], doc["blocksTotal"])
+        for pod, doc in worker_statuses(ns, MD).items()
+    }
 
 
 def test_a_single_instance_returns_transformers_text(served: tuple[Namespace, str]) -> None:

@@ -64,11 +64,9 @@ def _init_tensor(
     return (torch.randn(shape, generator=g) * INIT_STD).to(dtype)
 
 
-def write_checkpoint(
-    out_dir: Path, spec: ModelSpec, *, shard_mb: float = DEFAULT_SHARD_MB, force: bool = False
-) -> CheckpointInfo:
-    """Write config, tokenizer and random weights for `spec` into `out_dir`."""
-    spec.validate()
+def prepare_out_dir(out_dir: Path, *, force: bool) -> Path:
+    """`out_dir`, created, with an earlier checkpoint's weights removed when `force`;
+    ValueError if it holds one and not `force` (nothing is overwritten by accident)."""
     out_dir = Path(out_dir)
     old = sorted(out_dir.glob("*.safetensors")) if out_dir.exists() else []
     if old and not force:
@@ -76,6 +74,15 @@ def write_checkpoint(
     out_dir.mkdir(parents=True, exist_ok=True)
     for path in [*old, out_dir / "model.safetensors.index.json"]:
         path.unlink(missing_ok=True)
+    return out_dir
+
+
+def write_checkpoint(
+    out_dir: Path, spec: ModelSpec, *, shard_mb: float = DEFAULT_SHARD_MB, force: bool = False
+) -> CheckpointInfo:
+    """Write config, tokenizer and random weights for `spec` into `out_dir`."""
+    spec.validate()
+    out_dir = prepare_out_dir(out_dir, force=force)
 
     tok = build_tokenizer(min(spec.vocab, DEFAULT_TOKENIZER_VOCAB))
     if tok.get_vocab_size() > spec.vocab:

