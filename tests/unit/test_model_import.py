@@ -80,5 +80,5 @@ def test_the_cli_names_a_file_that_is_not_a_gguf(
 def test_tensor_names_map_to_hf_or_are_refused() -> None:
     assert hf_name("blk.3.attn_q.weight") == "model.layers.3.self_attn.q_proj.weight"
     assert hf_name("output_norm.weight") == "model.norm.weight"
-    with pytest.raises(ValueError, match="blk.0.attn_qkv.weight"):
+    with pytest.raises(ValueError, match=r"blk\.0\.attn_qkv\.weight"):
         hf_name("blk.0.attn_qkv.weight")
