@@ -65,7 +65,8 @@ class Run:
     errors: dict[int, str] = field(default_factory=dict)
     samples: list[Sample] = field(default_factory=list)
     kill_head: bool = False  # delete the first head seen serving before it completes
-    killed: tuple[float, str] | None = None
+    # (seconds into the run, the head pod, requests running on it at its last sample)
+    killed: tuple[float, str, int] | None = None
 
 
 @pytest.fixture(scope="module", params=["pipelines", "cooperative", "kill"])
@@ -142,7 +143,8 @@ async def watched(ns: Namespace, work: Awaitable[None], run: Run) -> None:
         if run.kill_head and run.killed is None:
             head = next((s for s in run.samples if s.mode == "head" and s.running > 0), None)
             if head is not None:
-                run.killed = (time.monotonic() - t0, head.pod)
+                last = [s for s in run.samples if s.pod == head.pod][-1]
+                run.killed = (time.monotonic() - t0, head.pod, last.running + last.waiting)
                 await asyncio.to_thread(
                     ns.kubectl, "delete", "pod", head.pod, "--grace-period=0", "--force"
                 )
@@ -265,28 +267,47 @@ def test_cooperative_target_drains_the_overloaded_source_before_it_completes(
     assert early, "the paired target served nothing before it completed"
     first = min(early, key=lambda e: e[0])[1]
     print(f"paired target served from {first.at:.1f}s holding {first.blocks}/{first.total} blocks")
-    # It cooperated from its first block, below the half a fixed pipeline waits for, and
-    # ran more layers itself as they landed.
+    # Cooperation began at the target's first block (a head from then on), below the
+    # half a fixed pipeline waits for, and it ran more layers itself as they landed.
+    as_head = [s for s in timeline if s.pod == first.pod and s.mode == "head"]
+    assert as_head[0].blocks <= 1, f"first a head holding {as_head[0].blocks} blocks"
     assert first.blocks < first.total // 2 + 1 and first.local is not None
     grew = {tuple(s.local) for _, s in early if s.local}
     assert len(grew) > 1, grew
-    # The overloaded source's queue drained while the target was still loading.
-    queued = [s for s in timeline if s.pod == source and s.waiting > 0]
-    drained_at = [a for a, s in early if a > (queued[0].at if queued else 0.0)]
-    seen = queued[0].at if queued else None
-    print(f"source queue first seen at {seen}; the target served during {drained_at[:3]}")
+    # The source was overloaded (requests queued on it), and its queue was redirected to
+    # the pair and drained there before the target held the whole model.
+    complete = next(s.at for s in timeline if s.pod == first.pod and s.blocks >= s.total > 0)
+    queued = [s for s in timeline if s.pod == source and s.waiting > 0 and s.at < complete]
+    assert queued, "the source never queued: it was not overloaded, nothing to redirect"
+    drained = [
+        s for s in timeline
+        if s.pod == source and queued[0].at < s.at < complete and s.waiting == 0
+    ]  # fmt: skip
+    assert drained, (
+        f"the source's queue (from {queued[0].at:.1f}s) was still there at {complete:.1f}s"
+    )
+    served_after = [a for a, s in early if a > queued[0].at]
+    assert served_after, "the pair served nothing after the source queued"
+    print(
+        f"source queued from {queued[0].at:.1f}s, drained by {drained[0].at:.1f}s; the target "
+        f"completed at {complete:.1f}s and served through the pair from {served_after[0]:.1f}s"
+    )
 
 
-def test_killing_a_pipeline_head_mid_scale_loses_no_request_and_repairs_the_plan(
+def test_killing_a_pipeline_head_mid_scale_fails_at_most_its_own_requests_and_repairs_the_plan(
     dev_cluster: DevCluster, one: tuple[str, Namespace]
 ) -> None:
+    """A head SIGKILLed with its network takes the streams it held: the gateway resumes
+    those whose tokens it has elsewhere and retries the others, but a request whose
+    stream broke mid-generation may fail. The bound: no more failures than the head had
+    requests (running or waiting) at its last sample; every other request completes."""
     mode, ns = one
     if mode != "kill":
         pytest.skip("the kill deployment's test")
     started = time.monotonic()
     _, _, live, _ = scale_up(dev_cluster, ns, kill_head=True)
     assert live.killed is not None, "no head served before completing: nothing to kill"
-    at, pod = live.killed
+    at, pod, held = live.killed
     # Every request ended (none hangs): the gateway resumed or retried those the head
     # had, on the instances left; any that failed says why.
     assert len(live.texts) + len(live.errors) == REQUESTS
@@ -295,7 +316,7 @@ def test_killing_a_pipeline_head_mid_scale_loses_no_request_and_repairs_the_plan
         f"{len(live.errors)} failed: {list(live.errors.values())[:2]}; "
         f"4 local instances again {time.monotonic() - started:.0f}s after the scale-up"
     )
-    assert len(live.errors) <= 10, live.errors
+    assert len(live.errors) <= held, (held, live.errors)
     # The plan was repaired: the replacement pod got the weights from a later plan. A
     # target serves as soon as it holds every block; its plan completes when the chain's
     # transfers end, a little later.
