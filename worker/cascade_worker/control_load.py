@@ -43,9 +43,13 @@ def claim_load(ctl: Control, req: LoadRequest) -> tuple[Path, int]:
     path = Path(raw)
     if not (path / "config.json").is_file():
         raise RequestError(400, f"modelPath: {path} is not a model directory (no config.json)")
-    check_model(path)
     blocks = req.blocks or ctl.config.blocks
-    ctl.state.claim(WorkerPhase.LOADING)
+    ctl.state.claim(WorkerPhase.LOADING)  # busy or serving: 409 before anything is read
+    try:
+        check_model(path)
+    except RequestError:
+        ctl.state.release()
+        raise
     return path, blocks
 
 

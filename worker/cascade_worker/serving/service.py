@@ -14,12 +14,11 @@ whole model switches to local execution between two steps (`switch_to_local`). A
 whose pipeline breaks fails its in-flight requests (the engine does that) and reports
 failed: no new requests, readiness 503.
 
-Readiness: once serving is wanted (--serve-on-start, or a serve or stage request was
-accepted), /readyz is 200 only while an engine takes requests or a stage server
-listens, so Kubernetes and the gateway send traffic only where the worker does useful
-work (a stage's load report still says not ready: it takes no requests). A worker that
-was never asked to serve (it only moves weights) stays ready as before: the operator
-and the transfer tests wait for that.
+Readiness: once serving is wanted (--serve-on-start, or an accepted serve or stage
+request), /readyz is 200 only while an engine takes requests or a stage server listens,
+so traffic goes only where the worker does useful work (a stage's load report still says
+not ready: it takes no requests). A worker never asked to serve (it only moves weights)
+stays ready: the operator and the transfer tests wait for that.
 """
 
 from __future__ import annotations
@@ -64,6 +63,7 @@ if TYPE_CHECKING:
     from cascade_worker.pipeline.head import PreparedHead
     from cascade_worker.pipeline.splits import SplitPolicy
 
+Build = Callable[[], tuple[EngineCore, HeadRole | None]]  # an engine (and head role)
 log = logging.getLogger(__name__)
 
 
@@ -149,12 +149,8 @@ class Serving:
             store, lambda: build_head(store, options, end, stages, loop, prepared, splits)
         )
 
-    async def _start(
-        self,
-        store: BlockStore,
-        build: Callable[[], tuple[EngineCore, HeadRole | None]],
-        read_s: float = 0.0,  # choosing and reading a materialized artifact, before build
-    ) -> bool:
+    async def _start(self, store: BlockStore, build: Build, read_s: float = 0.0) -> bool:
+        """`read_s`: choosing and reading a materialized artifact, before `build`."""
         head = None
         began = time.monotonic()
         try:
