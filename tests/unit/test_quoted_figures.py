@@ -201,16 +201,19 @@ def capacity_one_vs_two(doc: Doc) -> str:
 # --- cascade bench engine -----------------------------------------------------------
 
 
-def engine(phase: str, batch: int, prompt: int) -> Figure:
-    """The engine (eager) vs transformers, tokens/s."""
+def engine(phase: str, batch: int, prompt: int, threads: int = 1, ratio: bool = False) -> Figure:
+    """The engine (eager) vs transformers, tokens/s (and their ratio); rows of documents
+    with several thread counts say theirs, older documents have one at the top."""
 
     def figure(doc: Doc) -> str:
         speed = {
             r["path"]: r["tokens_per_s"]
             for r in doc["rows"]
             if (r["phase"], r["batch"], r["prompt"]) == (phase, batch, prompt)
+            and r.get("threads", doc["threads"]) == threads
         }
-        return f"{whole(speed['eager'])} vs {whole(speed['transformers'])}"
+        text = f"{whole(speed['eager'])} vs {whole(speed['transformers'])}"
+        return f"{text} ({times(speed['eager'] / speed['transformers'], 2)})" if ratio else text
 
     return figure
 
@@ -291,6 +294,21 @@ FIGURES: dict[str, Figure] = {
     ),
     "engine vs transformers, prefill tok/s of a 512-token prompt (4 x 512, one thread)": engine(
         "prefill", 1, 512
+    ),
+    "SmolLM2-135M, engine vs transformers, decode tok/s at batch 1 (one thread)": engine(
+        "decode", 1, 16, ratio=True
+    ),
+    "SmolLM2-135M, engine vs transformers, decode tok/s at batch 16 (one thread)": engine(
+        "decode", 16, 16, ratio=True
+    ),
+    "SmolLM2-135M, engine vs transformers, decode tok/s at batch 64 (one thread)": engine(
+        "decode", 64, 16, ratio=True
+    ),
+    "SmolLM2-135M, engine vs transformers, prefill tok/s of a 512-token prompt (one thread)": (
+        engine("prefill", 1, 512, ratio=True)
+    ),
+    "SmolLM2-135M, engine vs transformers, decode tok/s at batch 16 (two threads)": engine(
+        "decode", 16, 16, threads=2, ratio=True
     ),
     "plan, 1,000 nodes / 512 targets, auto: median of the runs": plan_ms(1000),
     "plan, 10,000 nodes / 512 targets, auto: median of the runs": plan_ms(10000),
