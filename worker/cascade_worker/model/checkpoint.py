@@ -8,15 +8,13 @@ are, so loaders and the block packer see the layouts they will meet in practice.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
-from cascade_worker.blocks.store import shard_name
+from cascade_worker.model.files import write_json, write_shards
 from cascade_worker.model.spec import DTYPE_BYTES, ModelSpec, hf_config, param_shapes
 from cascade_worker.model.tokenizer import (
     DEFAULT_TOKENIZER_VOCAB,
@@ -91,8 +89,8 @@ def write_checkpoint(
         )
     ids = special_ids(tok)
     write_tokenizer(out_dir, tok, spec.max_positions)
-    _write_json(out_dir / "config.json", hf_config(spec, ids))
-    _write_json(
+    write_json(out_dir / "config.json", hf_config(spec, ids))
+    write_json(
         out_dir / "generation_config.json",
         {"bos_token_id": ids["bos"], "eos_token_id": ids["eos"], "pad_token_id": ids["pad"]},
     )
@@ -101,24 +99,5 @@ def write_checkpoint(
     dtype: torch.dtype = getattr(torch, spec.dtype)
     shards = plan_shards(list(shapes.items()), DTYPE_BYTES[spec.dtype], int(shard_mb * 2**20))
     g = torch.Generator().manual_seed(spec.seed)
-    files: list[str] = []
-    weight_map: dict[str, str] = {}
-    total = 0
-    for i, names in enumerate(shards):
-        file_name = shard_name(i, len(shards))
-        tensors = {n: _init_tensor(n, shapes[n], dtype, g) for n in names}
-        save_file(tensors, str(out_dir / file_name), metadata={"format": "pt"})
-        total += sum(t.numel() * t.element_size() for t in tensors.values())
-        weight_map.update(dict.fromkeys(names, file_name))
-        files.append(file_name)
-        del tensors
-    if len(shards) > 1:
-        _write_json(
-            out_dir / "model.safetensors.index.json",
-            {"metadata": {"total_size": total}, "weight_map": weight_map},
-        )
+    total, files = write_shards(out_dir, shards, lambda n: _init_tensor(n, shapes[n], dtype, g))
     return CheckpointInfo(out_dir, spec, total, files, tok.get_vocab_size())
-
-
-def _write_json(path: Path, doc: object) -> None:
-    path.write_text(json.dumps(doc, indent=2) + "\n")

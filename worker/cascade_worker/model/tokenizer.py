@@ -8,12 +8,12 @@ tokens take the first ids (unk 0, bos 1, eos 2, pad 3), as in Llama checkpoints.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 from cascade_worker.model.corpus import corpus_lines
+from cascade_worker.model.files import write_json
 
 UNK, BOS, EOS, PAD = "<unk>", "<s>", "</s>", "<pad>"
 SPECIAL_TOKENS = (UNK, BOS, EOS, PAD)
@@ -74,9 +74,5 @@ def write_tokenizer(out_dir: Path, tok: Tokenizer, model_max_length: int) -> Non
         "model_max_length": model_max_length,
         "chat_template": CHAT_TEMPLATE,
     }
-    _write_json(out_dir / "tokenizer_config.json", config)
-    _write_json(out_dir / "special_tokens_map.json", specials)
-
-
-def _write_json(path: Path, doc: object) -> None:
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    write_json(out_dir / "tokenizer_config.json", config)
+    write_json(out_dir / "special_tokens_map.json", specials)
