@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from cascade_protocol.generate import SamplingParams
+from cascade_worker.engine.generation_config import GenerationConfig
 
 
 @dataclass
@@ -26,14 +27,15 @@ class SamplerState:
 
     @classmethod
     def from_params(cls, params: SamplingParams) -> SamplerState:
-        """From resolved params (an unset field here means the OpenAI default)."""
-        temperature = 1.0 if params.temperature is None else params.temperature
+        """From the engine's resolved params; a field still unset gets the defaults a
+        model without a generation config has (generation_config.py, one place)."""
+        params = GenerationConfig().apply(params)
+        assert params.temperature is not None and params.top_p is not None
         generator = None
-        if temperature > 0:
+        if params.temperature > 0:
             seed = params.seed if params.seed is not None else secrets.randbits(63)
             generator = torch.Generator(device="cpu").manual_seed(seed)
-        top_p = 1.0 if params.top_p is None else params.top_p
-        return cls(temperature, top_p, generator, params.top_k or 0)
+        return cls(params.temperature, params.top_p, generator, params.top_k or 0)
 
 
 def top_k_filter(logits: torch.Tensor, top_k: int) -> torch.Tensor:
