@@ -63,15 +63,19 @@ def worst_step(
 
 
 def weight_bytes(stages: Sequence[StageModel]) -> int:
-    """Bytes of every distinct weight tensor (a tied LM head is the embedding)."""
+    """Bytes of every distinct weight tensor (a tied, unpacked LM head is the embedding)."""
     seen: dict[int, int] = {}
+    packed = 0
     for stage in stages:
         w = stage.weights
-        tensors = [w.embed, w.norm, w.lm_head, *(t for lw in w.layers for t in vars(lw).values())]
+        head = w.lm_head.tensor() if w.lm_head is not None else None
+        if w.lm_head is not None and head is None:
+            packed += w.lm_head.nbytes
+        tensors = [w.embed, w.norm, head, *(t for lw in w.layers for t in vars(lw).values())]
         for t in tensors:
             if isinstance(t, torch.Tensor):
                 seen[t.data_ptr()] = t.numel() * t.element_size()
-    return sum(seen.values())
+    return sum(seen.values()) + packed
 
 
 def _status_kib(field: str) -> int:

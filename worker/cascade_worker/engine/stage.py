@@ -130,7 +130,7 @@ class StageModel:
         assert w.norm is not None and w.lm_head is not None
         if not batch.all_logits:
             x = x.index_select(0, meta.last_index)
-        return F.linear(rms_norm(x, w.norm, c.rms_norm_eps), w.lm_head).float()
+        return w.lm_head(rms_norm(x, w.norm, c.rms_norm_eps)).float()
 
     def run_layers(
         self, x: torch.Tensor, positions: torch.Tensor, lo: int, hi: int, attend: Attend
@@ -141,7 +141,7 @@ class StageModel:
         c, w = self.config, self.weights
         if lo == 0:
             assert w.embed is not None
-            x = F.embedding(x.long(), w.embed)
+            x = F.embedding(x.long(), w.embed).to(self.dtype)
         else:
             x = x.to(self.dtype)
         cos, sin = rope_cos_sin(positions, c.head_dim, c.rope_theta, self.dtype)
