@@ -13,6 +13,8 @@ WANT=(kube-apiserver kube-scheduler kube-controller-manager)
 
 have_all() { for b in "${WANT[@]}"; do [ -x "$BIN/$b" ] || return 1; done; }
 if have_all; then echo "kube binaries cached in $BIN"; exit 0; fi
+echo "kube binaries missing from $BIN: building ${WANT[*]} (about 6 minutes)"
+trap 'echo "hack/build-kube.sh: could not build ${WANT[*]} into $BIN; the integration tier needs them" >&2' ERR
 
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 SRC_LIST=/etc/apt/sources.list.d/cascade-deb-src.sources

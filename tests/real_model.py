@@ -4,7 +4,11 @@ dev cluster's model directory, where `make demo` puts it too."""
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import functools
+import hashlib
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -27,15 +31,19 @@ PROMPTS = [
 
 
 def ensure_real_model() -> Path:
-    """The converted checkpoint (made on first use; about 10 s)."""
-    if not (REAL_MODEL / "config.json").is_file():
-        cascade = Path(sys.executable).parent / "cascade"
-        subprocess.run(
-            [str(cascade), "model", "import", str(REAL_MODEL), "--if-missing"],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
+    """The converted checkpoint (made on first use; about 10 s). Under a file lock: the
+    unit and integration tiers may run in two pytest-xdist workers at once."""
+    REAL_MODEL.parent.mkdir(parents=True, exist_ok=True)
+    with open(REAL_MODEL.parent / f".{REAL_MODEL.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (REAL_MODEL / "config.json").is_file():
+            cascade = Path(sys.executable).parent / "cascade"
+            subprocess.run(
+                [str(cascade), "model", "import", str(REAL_MODEL), "--if-missing"],
+                check=True,
+                capture_output=True,
+                timeout=600,
+            )
     return REAL_MODEL
 
 
@@ -55,12 +63,39 @@ class Reference:
 
 @functools.cache
 def references() -> tuple[Reference, ...]:
-    """Every prompt as chat and as text, generated once per test process (both tiers
-    compare against the same run; ~1,000 tokens of eager float32 on the CPU)."""
+    """Every prompt as chat and as text: transformers' run (~1,000 tokens of eager
+    float32 on the CPU, ~100 s), made once and kept beside the checkpoint under a key of
+    what decides it (the checkpoint's files, the prompts, the library versions), so the
+    unit and integration tiers, in two pytest-xdist workers, compare against one run."""
+    model_dir = ensure_real_model()
+    path = model_dir / f".transformers-reference-{_reference_key(model_dir)}.json"
+    with open(model_dir.parent / f".{model_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.is_file():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps([dataclasses.asdict(r) for r in _generate(model_dir)]))
+            tmp.replace(path)
+    return tuple(Reference(**r) for r in json.loads(path.read_text()))
+
+
+def _reference_key(model_dir: Path) -> str:
     import torch
     import transformers
 
-    model_dir = ensure_real_model()
+    files = sorted(p for p in model_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+    h = hashlib.sha256()
+    h.update(
+        json.dumps([PROMPTS, NEW_TOKENS, transformers.__version__, torch.__version__]).encode()
+    )
+    for f in files:
+        h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _generate(model_dir: Path) -> list[Reference]:
+    import torch
+    import transformers
+
     hf = transformers.AutoModelForCausalLM.from_pretrained(
         model_dir, dtype=torch.float32, attn_implementation="eager"
     ).eval()
@@ -75,7 +110,7 @@ def references() -> tuple[Reference, ...]:
             ids = tok(text, add_special_tokens=kind == "text")["input_ids"]
             new = _greedy(hf, ids)
             out.append(Reference(kind, prompt, ids, new, tok.decode(new, skip_special_tokens=True)))
-    return tuple(out)
+    return out
 
 
 def _greedy(hf: Any, ids: list[int]) -> list[int]:
