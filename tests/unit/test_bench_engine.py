@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from cascade_bench.enginebench.measure import prompt_ids
-from cascade_bench.enginebench.run import table
+from cascade_bench.enginebench.run import paired_ratio, table
 from cascade_cli.main import build_parser
 
 
@@ -77,3 +77,22 @@ def test_prompts_are_distinct_and_inside_the_vocabulary() -> None:
     ids = prompt_ids(4, 32, vocab=100)
     assert len({tuple(p) for p in ids}) == 4
     assert all(4 <= t < 100 for p in ids for t in p)
+
+
+def test_a_path_is_compared_round_by_round_with_its_spread() -> None:
+    hf = [100.0, 80.0, 120.0]
+    doc = {
+        "threads": [1],
+        "loadavg_before": (1.0, 1.0, 1.0),
+        "loadavg_after": (1.0, 1.0, 1.0),
+        "rows": [
+            {**row("eager", "decode", 16, 110.0), "threads": 1,
+             **paired_ratio([110.0, 96.0, 120.0], hf)},
+            {**row("transformers", "decode", 16, 100.0), "threads": 1,
+             **paired_ratio(hf, hf)},
+        ],
+    }  # fmt: skip
+    pair = doc["rows"][0]["vs_transformers"]
+    assert pair == {"median": pytest.approx(1.1), "min": 1.0, "max": pytest.approx(1.2)}
+    assert "vs_transformers" not in doc["rows"][1]
+    assert table(doc).splitlines()[1].split()[-2:] == ["1.10x", "(1.00-1.20)"]

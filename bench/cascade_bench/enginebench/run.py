@@ -94,8 +94,9 @@ def run(cfg: EngineBenchConfig, say: Callable[[str], None] = print) -> dict[str,
         torch.set_num_threads(threads)
         for r in range(cfg.rounds):
             say(f"{threads} thread(s), round {r + 1}/{cfg.rounds} (load {os.getloadavg()[0]:.2f})")
+            order = list(engines.items())[:: 1 if r % 2 == 0 else -1]  # drift cancels
             for phase, size in cases:
-                for path, engine in engines.items():
+                for path, engine in order:
                     value = _measure(path, engine, phase, size, cfg.new_tokens, vocab)
                     samples.setdefault((threads, path, phase, size), []).append(value)
     doc["rows"] = [
@@ -107,11 +108,28 @@ def run(cfg: EngineBenchConfig, say: Callable[[str], None] = print) -> dict[str,
             "prompt": size if phase == "prefill" else 16,
             "tokens_per_s": statistics.median(values),
             "samples": values,
+            **paired_ratio(values, samples.get((threads, "transformers", phase, size))),
         }
         for (threads, path, phase, size), values in samples.items()
     ]
     doc["loadavg_after"] = os.getloadavg()
     return doc
+
+
+def paired_ratio(values: list[float], hf: list[float] | None) -> dict[str, Any]:
+    """{"vs_transformers": median, min, max of the per-round ratios}: a round times both
+    paths back to back, so its ratio is less exposed to the machine's drift than the
+    ratio of two medians. {} for transformers itself or where it did not run."""
+    if hf is None or values is hf:
+        return {}
+    ratios = [v / h for v, h in zip(values, hf, strict=True)]
+    return {
+        "vs_transformers": {
+            "median": statistics.median(ratios),
+            "min": min(ratios),
+            "max": max(ratios),
+        }
+    }
 
 
 def table(doc: dict[str, Any]) -> str:
@@ -138,12 +156,16 @@ def table(doc: dict[str, Any]) -> str:
         hf = value.get((threads, "transformers", phase, batch, prompt))
         for p in ratios:
             row = value.get((threads, p, phase, batch, prompt))
-            if row and hf:
+            if row and "vs_transformers" in row:
+                pair = row["vs_transformers"]
+                cell = f"{pair['median']:.2f}x ({pair['min']:.2f}-{pair['max']:.2f})"
+                cells.append(f"{cell:>24}")
+            elif row and hf:
                 cells.append(f"{row['tokens_per_s'] / hf['tokens_per_s']:>15.2f}x")
             else:
                 cells.append(f"{'-':>16}")
         lines.append(f"{threads:>7} {phase:<8} {batch:>5} {prompt:>6} " + " ".join(cells))
-    lines.append("tokens/s, median over rounds; load "
+    lines.append("tokens/s, median over rounds; p/hf: median (min-max) of per-round ratios; load "
                  f"{doc['loadavg_before'][0]:.2f} -> {doc['loadavg_after'][0]:.2f}")  # fmt: skip
     if "compile_s" in doc:
         c = doc["compile_s"]
