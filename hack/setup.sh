@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 need=()
-command -v etcd >/dev/null || need+=(etcd-server)
+# The dev cluster runs /usr/bin/etcd (cascade_dev.paths.ETCD_BINARY), the Debian package's.
+[ -x /usr/bin/etcd ] || need+=(etcd-server)
 command -v ip >/dev/null || need+=(iproute2)
 command -v tc >/dev/null || need+=(iproute2)
 command -v kubectl >/dev/null || need+=(kubernetes-client)

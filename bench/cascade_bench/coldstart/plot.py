@@ -17,7 +17,7 @@ def plot(doc: Mapping[str, Any], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = stage_names(doc)
-    fig, axes = plt.subplots(1, len(CASES), figsize=(12, 4.5), sharey=True)
+    fig, axes = plt.subplots(1, len(CASES), figsize=(13.5, 4.5), sharey=True)
     colors = plt.get_cmap("tab10")
     for ax, case in zip(axes, CASES, strict=True):
         rows = doc["modes"] if case == "zero_to_one" else doc["one_to_two"]
@@ -33,7 +33,8 @@ def plot(doc: Mapping[str, Any], out: Path) -> None:
         ax.set_xticks(range(len(shown)), shown)
         ax.set_title(f"{case.replace('_', ' ')} (line: decision -> first token)")
         ax.set_ylabel("seconds")
-    axes[0].legend(fontsize=8, loc="upper left")
+    # Beside the plots, not over the first bar (the tallest, storage, stands there).
+    axes[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.suptitle(f"cascade bench coldstart: {doc.get('model_bytes') or 0:,} B model")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
