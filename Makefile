@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 NODES ?= 4
 EXAMPLE ?= examples/01-minimal
 # pytest-xdist workers of `make test`: the cluster tests run in order on one (one dev
-# cluster, tests/integration/conftest.py) while the unit tier runs beside them.
+# cluster, tests/conftest.py) while the unit tier runs beside them.
 TEST_WORKERS ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
@@ -23,7 +23,7 @@ lint: setup
 	$(BIN)/lint-imports
 
 test: setup lint
-	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS) --dist loadgroup --durations=30
+	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS) --durations=30
 
 test-unit: setup
 	$(BIN)/pytest tests/unit -q

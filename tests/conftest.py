@@ -1,4 +1,5 @@
 """Tests marked `ucx` run UCX inside the test process; each runs in a fresh interpreter.
+Under pytest-xdist every cluster test goes to one worker (`pytest_xdist_make_scheduler`).
 
 ucxx keeps one process-wide context with a C++ progress thread. Sharing it across
 hundreds of tests, event loops and deliberately killed endpoints is nothing a worker
@@ -16,6 +17,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _pytest.reports import TestReport
@@ -111,3 +113,22 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         item.ihook.pytest_runtest_logreport(report=report)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
+
+
+CLUSTER_TESTS = "tests/integration/"  # one dev cluster: run in order, on one worker
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`make test` runs two pytest-xdist workers: one takes every cluster test, in
+    collection order (the lifecycle tests first, then the session's one cluster), the
+    other the unit and helm tiers beside it. xdist's own `xdist_group` mark cannot do
+    this under pytest 9 (it rewrites `item._nodeid`, which pytest 9 no longer reads), so
+    the scheduler groups by path: a scope of xdist's LoadScopeScheduling is one unit of
+    work on one worker; every cluster test shares one scope, every other test is its own."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ClusterScope(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return CLUSTER_TESTS if nodeid.startswith(CLUSTER_TESTS) else nodeid
+
+    return ClusterScope(config, log)

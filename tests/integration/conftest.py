@@ -41,17 +41,7 @@ def needed_nodes(item: pytest.Item) -> int | None:
     return int(marker.args[0]) if marker is not None else None
 
 
-# Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) every cluster test is in
-# one group, so one worker runs them in order against the one cluster while the other
-# runs the unit tier beside it. tryfirst: xdist reads the group marks in the same hook.
-CLUSTER_GROUP = pytest.mark.xdist_group("dev-cluster")
-
-
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("integration") is not None:
-            item.add_marker(CLUSTER_GROUP)
     first = [i for i in items if getattr(getattr(i, "function", None), "runs_first", False)]
     if first:
         items[:] = first + [i for i in items if i not in first]

@@ -190,3 +190,73 @@ def summarize(
         window=p50([p.lbp * slo_ms / 1000 for p in last if p.lbp is not None]),
         requests=len(done),
     )
+
+
+# The SLO a test steers by is measured in the same run, not fixed: a fixed one holds on
+# one machine's speed only (a 50 ms SLO met at the engine's max batch on a faster day).
+CAL_SLO_MS = 10_000  # the calibration's SLO: so loose that the cap stays at max batch
+SLO_AT = 0.5  # the SLO: this far from the batch-1 ITL to the max-batch ITL
+MIN_SPREAD = 1.3  # max-batch ITL / batch-1 ITL below which no SLO lies between them
+
+
+def slo_between(batch1_s: float, full_s: float, max_batch: int) -> int:
+    """The SLO (whole ms, as the API takes it) SLO_AT of the way from the batch-1 ITL to
+    the max-batch ITL; fails when the engine's ITL hardly grows with the batch."""
+    assert full_s >= MIN_SPREAD * batch1_s, (
+        f"ITL at max batch {max_batch} ({full_s * 1000:.1f} ms) is under {MIN_SPREAD}x "
+        f"ITL at batch 1 ({batch1_s * 1000:.1f} ms): no ITL SLO between them to steer by"
+    )
+    return max(1, round(1000 * (batch1_s + SLO_AT * (full_s - batch1_s))))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """ITL p50s under the loose CAL_SLO_MS, as the clients and the worker's window saw them."""
+
+    full_client: float
+    full_window: float
+    one_client: float
+    one_window: float
+    max_batch: int
+
+    @property
+    def slo_ms(self) -> int:
+        # Under the lower max-batch view and above the higher batch-1 view.
+        full = min(self.full_client, self.full_window)
+        return slo_between(max(self.one_client, self.one_window), full, self.max_batch)
+
+    def line(self) -> str:
+        return (
+            f"calibration (SLO {CAL_SLO_MS} ms): ITL p50 at max batch {self.max_batch}: "
+            f"clients {ms(self.full_client)} ms, window {ms(self.full_window)} ms; at batch "
+            f"1: clients {ms(self.one_client)} ms, window {ms(self.one_window)} ms "
+            f"-> SLO {self.slo_ms} ms"
+        )
+
+
+def _calibration_load(
+    request: Request, worker: str, clients: int, run_s: float, poll_s: float,
+    max_batch: int, headers: dict[str, str] | None,
+) -> tuple[float, float]:  # fmt: skip
+    """(client ITL p50, window ITL p50) of one load under CAL_SLO_MS; the window's is
+    LBP x that SLO (the clients' when no window was judged). The cap must not move."""
+    load = drive(request, worker, clients=clients, run_s=run_s, poll_s=poll_s, headers=headers)
+    done, polls, _ = asyncio.run(load)
+    assert done and polls, f"calibration with {clients} clients: {len(done)} requests"
+    assert min(p.max_batch for p in polls) == max_batch, "the cap moved under the loose SLO"
+    client = p50([d.itl_s for d in done])
+    window = p50([p.lbp * CAL_SLO_MS / 1000 for p in polls if p.lbp is not None])
+    assert client is not None
+    return client, window if window is not None else client
+
+
+def calibrate(
+    request: Request, worker: str, *, clients: int, run_s: float, poll_s: float,
+    max_batch: int, headers: dict[str, str] | None = None,
+) -> Calibration:  # fmt: skip
+    """ITL at the engine's max batch (`clients` closed-loop clients) and at batch 1, on a
+    worker running with CAL_SLO_MS."""
+    args = (worker, clients, run_s, poll_s, max_batch, headers)
+    full = _calibration_load(request, *args)
+    one = _calibration_load(request, worker, 1, run_s, poll_s, max_batch, headers)
+    return Calibration(*full, *one, max_batch=max_batch)

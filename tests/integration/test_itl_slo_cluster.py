@@ -49,12 +49,12 @@ from integration_helpers import (
 )
 from integration_helpers import http as json_request
 from itl_load import (
+    CAL_SLO_MS,
     Arrivals,
     Request,
     assert_slo_broken_at_first,
+    calibrate,
     drive,
-    ms,
-    p50,
     summarize,
     timeline,
 )
@@ -69,10 +69,7 @@ MD = "itl"
 MAX_BATCH = 32
 NODE_CPU = "0.5"
 SLO_ENV = "CASCADE_TEST_CLUSTER_ITL_SLO_MS"
-CAL_SLO_MS = 10_000  # the calibration's SLO: so loose that the cap stays at MAX_BATCH
 CAL_S = 10.0  # each calibration load's seconds
-SLO_AT = 0.5  # the SLO: this far from the batch-1 ITL to the max-batch ITL
-MIN_SPREAD = 1.3  # max-batch ITL / batch-1 ITL below which no SLO lies between them
 CLIENTS = 40
 MAX_TOKENS = 32
 RUN_S = 36.0
@@ -84,16 +81,6 @@ SLO_VAR = "CASCADE_INTERACTIVE_ITL_SLO_MS"  # the worker's env (operator builder
 def manifest() -> dict[str, Any]:
     engine = {"maxBatchSize": MAX_BATCH, "adaptiveBatch": True}
     return model_deployment(MD, 1, engine=engine, slo={"interactive": {"itlMs": CAL_SLO_MS}})
-
-
-def slo_between(batch1_s: float, full_s: float) -> int:
-    """The SLO (whole ms, as the API takes it) SLO_AT of the way from the batch-1 ITL to
-    the max-batch ITL; fails when the engine's ITL hardly grows with the batch."""
-    assert full_s >= MIN_SPREAD * batch1_s, (
-        f"ITL at max batch {MAX_BATCH} ({full_s * 1000:.1f} ms) is under {MIN_SPREAD}x "
-        f"ITL at batch 1 ({batch1_s * 1000:.1f} ms): no ITL SLO between them to steer by"
-    )
-    return max(1, round(1000 * (batch1_s + SLO_AT * (full_s - batch1_s))))
 
 
 @pytest.fixture(scope="module")
@@ -125,23 +112,6 @@ def deployed(
         yield ns
 
 
-def calibration(url: str, worker: str, clients: int) -> tuple[float, float]:
-    """(client ITL p50, worker window ITL p50) in seconds of one load under the loose
-    calibration SLO; the window's is LBP x that SLO (the clients' when no window was
-    judged). The cap must have stayed at the engine's max batch."""
-    load = drive(
-        completions(url), worker, clients=clients, run_s=CAL_S, poll_s=POLL_S,
-        headers=auth_headers(worker),
-    )  # fmt: skip
-    done, polls, _ = asyncio.run(load)
-    assert done and polls, f"calibration with {clients} clients: {len(done)} requests"
-    assert min(p.max_batch for p in polls) == MAX_BATCH, "the cap moved under the loose SLO"
-    client = p50([d.itl_s for d in done])
-    window = p50([p.lbp * CAL_SLO_MS / 1000 for p in polls if p.lbp is not None])
-    assert client is not None
-    return client, window if window is not None else client
-
-
 def worker_url(ns: Namespace) -> str:
     (pod,) = ns.ready_pods(MD)
     return f"http://{pod['status']['podIP']}:{WORKER_PORT}"
@@ -168,20 +138,14 @@ def slo_ms(dev_cluster: DevCluster, deployed: Namespace) -> int:
     ns = deployed
     url = dev_cluster.url(f"{ns.ns}/{MD}-gateway")
     worker = worker_url(ns)
-    full_client, full_window = calibration(url, worker, CLIENTS)
-    one_client, one_window = calibration(url, worker, 1)
-    # The max-batch ITL the SLO must be under: the lower of the two views; the batch-1
-    # ITL it must be above: the higher.
-    full, batch1 = min(full_client, full_window), max(one_client, one_window)
-    measured = slo_between(batch1, full)
+    cal = calibrate(
+        completions(url), worker, clients=CLIENTS, run_s=CAL_S, poll_s=POLL_S,
+        max_batch=MAX_BATCH, headers=auth_headers(worker),
+    )  # fmt: skip
+    measured = cal.slo_ms
     override = os.environ.get(SLO_ENV)
     chosen = round(float(override)) if override else measured
-    print(
-        f"\ncalibration (SLO {CAL_SLO_MS} ms): ITL p50 at max batch {MAX_BATCH}: clients "
-        f"{ms(full_client)} ms, window {ms(full_window)} ms; at batch 1: clients "
-        f"{ms(one_client)} ms, window {ms(one_window)} ms -> SLO {measured} ms"
-        + (f"; {SLO_ENV} sets {chosen} ms" if override else "")
-    )
+    print("\n" + cal.line() + (f"; {SLO_ENV} sets {chosen} ms" if override else ""))
     patch = {"spec": {"slo": {"interactive": {"itlMs": chosen}}}}
     ns.kubectl("patch", "md", MD, "--type", "merge", "-p", json.dumps(patch))
     (old,) = ns.ready_pods(MD)
