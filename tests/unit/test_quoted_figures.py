@@ -202,18 +202,27 @@ def capacity_one_vs_two(doc: Doc) -> str:
 
 
 def engine(phase: str, batch: int, prompt: int, threads: int = 1, ratio: bool = False) -> Figure:
-    """The engine (eager) vs transformers, tokens/s (and their ratio); rows of documents
-    with several thread counts say theirs, older documents have one at the top."""
+    """The engine (eager) vs transformers, tokens/s (and their ratio: the median of the
+    per-round ratios and their range where the document has them, else the ratio of
+    the medians); rows of documents with several thread counts say theirs, older
+    documents have one at the top."""
 
     def figure(doc: Doc) -> str:
-        speed = {
-            r["path"]: r["tokens_per_s"]
+        rows = {
+            r["path"]: r
             for r in doc["rows"]
             if (r["phase"], r["batch"], r["prompt"]) == (phase, batch, prompt)
             and r.get("threads", doc["threads"]) == threads
         }
-        text = f"{whole(speed['eager'])} vs {whole(speed['transformers'])}"
-        return f"{text} ({times(speed['eager'] / speed['transformers'], 2)})" if ratio else text
+        eager, hf = rows["eager"]["tokens_per_s"], rows["transformers"]["tokens_per_s"]
+        text = f"{whole(eager)} vs {whole(hf)}"
+        if not ratio:
+            return text
+        pair = rows["eager"].get("vs_transformers")  # per-round ratios, where recorded
+        if pair is None:
+            return f"{text} ({times(eager / hf, 2)})"
+        spread = f"{pair['min']:.2f}-{pair['max']:.2f}"
+        return f"{text} (paired {times(pair['median'], 2)}, {spread})"
 
     return figure
 
