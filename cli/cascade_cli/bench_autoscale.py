@@ -6,15 +6,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from cascade_cli.bench_json import report, subset
+from cascade_cli.bench_json import report, subset, write_json
 
 
 def _runs(text: str) -> tuple[str, ...]:
     from cascade_bench.autoscale.manifest import RUNS
 
     return subset(text, RUNS, "runs")
+
+
+def _picks(text: str) -> tuple[str, ...]:
+    from cascade_bench.autoscale.windows import PICKS
+
+    return subset(text, PICKS, "windows")
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
 def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,6 +61,25 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ap.add_argument("--json", type=Path, default=None, metavar="OUT.json")
     ap.add_argument("--png", type=Path, default=None, metavar="OUT.png")
     ap.add_argument("--per-request", action="store_true", help="one JSON row per request")
+    e = ap.add_argument_group("evaluation set (instead of one window; one document for all)")
+    e.add_argument(
+        "--windows",
+        type=_picks,
+        default=(),
+        help="trace windows of --duration by rule: a subset of busiest,median,quietest",
+    )
+    e.add_argument(
+        "--synthetic",
+        type=_names,
+        default=(),
+        help="synthetic traces, lengths from --trace: poisson, gamma:CV (e.g. gamma:2)",
+    )
+    e.add_argument(
+        "--synthetic-dir",
+        type=Path,
+        default=None,
+        help="where they are written (default: beside --json)",
+    )
     ap.add_argument("--dry-run", action="store_true", help="no cluster: load + simulation")
     c = ap.add_argument_group("cluster")
     c.add_argument("--nodes", type=int, default=8)
@@ -133,5 +164,37 @@ def _autoscale(args: argparse.Namespace) -> int:
         per_request=args.per_request,
     )
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    if args.windows or args.synthetic:
+        return _evaluate(args, cfg, say)
     doc = dry_run(cfg, say) if args.dry_run else run(cfg, say)
     return report(doc, table, args.json, args.png, plot)
+
+
+def _evaluate(args: argparse.Namespace, cfg: Any, say: Callable[[str], None]) -> int:
+    """Every case of the evaluation set through the same comparison; a PNG per case."""
+    from dataclasses import replace
+
+    from cascade_bench.autoscale import evaluation as ev
+    from cascade_bench.autoscale.report import plot, table
+    from cascade_bench.autoscale.run import dry_run, run
+
+    out_dir = args.synthetic_dir or (args.json.parent if args.json else Path("."))
+    cases = ev.window_cases(args.trace, args.duration, args.windows)
+    cases += ev.synthetic_cases(args.synthetic, args.trace, args.duration, args.seed, out_dir)
+
+    def compare(case: ev.Case) -> dict[str, Any]:
+        say(f"case {case.name}: {case.rule}")
+        scaling = replace(cfg.scaling, start_s=case.start_s, duration_s=case.duration_s)
+        one = replace(cfg, trace=case.trace, scaling=scaling)
+        doc = dry_run(one, say) if args.dry_run else run(one, say)
+        print(f"\n== {case.name} ==\n{table(doc)}")
+        if args.png is not None:
+            path = args.png.with_name(f"{args.png.stem}-{ev.file_name(case.name)}.png")
+            plot(doc, path)
+            say(f"wrote {path}")
+        return doc
+
+    doc = ev.evaluate(cases, compare)
+    print("\n" + ev.overall_table(doc))
+    write_json(args.json, doc)
+    return 0

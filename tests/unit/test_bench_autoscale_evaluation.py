@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cascade_bench.autoscale import evaluation as ev
 from cascade_bench.autoscale.synthetic import ArrivalProcess, arrival_times, synthetic_trace, to_csv
 from cascade_bench.autoscale.windows import evaluation_windows, whole_windows
 from cascade_bench.replay.trace import Trace, TraceRow, load_trace, parse_trace
@@ -99,3 +100,68 @@ def test_the_shared_trace_yields_three_distinct_eight_minute_windows() -> None:
     assert [w.name for w in picks] == ["busiest", "median", "quietest"]
     assert len({w.start_s for w in picks}) == 3
     assert picks[0].requests >= picks[1].requests >= picks[2].requests
+
+
+def write_trace(path: Path, offsets: list[float]) -> Path:
+    path.write_text(to_csv(trace_of(offsets)))
+    return path
+
+
+def test_window_cases_name_the_rule_and_refuse_what_it_cannot_pick(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "t.csv", [0, 1, 2, 15, 21, 22, 23, 24, 25, 31, 35])
+    cases = ev.window_cases(path, 10, ("busiest", "quietest"))
+    assert [(c.name, c.start_s, c.duration_s) for c in cases] == [
+        ("busiest@20s", 20.0, 10),
+        ("quietest@10s", 10.0, 10),
+    ]
+    assert "busiest of the trace's whole 10 s windows by requests (5" in cases[0].rule
+    with pytest.raises(ValueError, match="not among"):
+        ev.window_cases(path, 10, ("loudest",))
+    with pytest.raises(ValueError, match="too few whole"):
+        ev.window_cases(write_trace(tmp_path / "s.csv", [1, 5, 15]), 10, ("busiest", "median"))
+
+
+def test_synthetic_specs_parse_and_their_traces_are_written(tmp_path: Path) -> None:
+    assert ev.parse_synthetic("poisson") == 1.0 and ev.parse_synthetic("gamma:2.5") == 2.5
+    for bad in ("gamma", "gamma:x", "gamma:-1", "weibull:2"):
+        with pytest.raises(ValueError, match="neither poisson nor gamma:CV"):
+            ev.parse_synthetic(bad)
+    lengths = write_trace(tmp_path / "t.csv", [float(i) for i in range(100)])
+    cases = ev.synthetic_cases(["poisson", "gamma:4"], lengths, 60.0, 1, tmp_path / "out")
+    assert [c.name for c in cases] == ["poisson", "gamma:4"]
+    assert all(c.trace.is_file() and load_trace(c.trace).rows for c in cases)
+    assert ev.file_name("busiest@480s") == "busiest-480s" and ev.file_name("gamma:4") == "gamma-4"
+
+
+def row(att: float, cost: float) -> dict[str, object]:
+    return {"slo_attainment": {"interactive": att}, "instance_seconds": cost}
+
+
+def test_the_overall_row_reads_measured_runs_and_counts_judged_goals() -> None:
+    doc = {
+        "runs": {
+            "cascade": row(0.99, 400.0),
+            "fixed_max": row(1.0, 1000.0),
+            "kpa": row(0.98, 500.0),
+        },
+        "simulate": {"runs": {"cascade": row(0.5, 1.0)}},
+        "goals": [{"holds": True}, {"holds": False}, {"holds": None}],
+    }
+    got = ev.overall_row("busiest@480s", doc)
+    assert got["source"] == "measured" and got["attainment"]["kpa"] == 0.98
+    assert got["cascade_vs_fixed_max"] == 0.4 and got["cascade_vs_kpa"] == 0.8
+    assert (got["goals_held"], got["goals_judged"]) == (1, 2)
+    dry = ev.overall_row("poisson", {**doc, "runs": {}})
+    assert dry["source"] == "simulated" and dry["attainment"]["fixed_max"] is None
+    table = ev.overall_table({"overall": [got, dry]}).splitlines()
+    assert table[2].split() == [
+        "busiest@480s",
+        "measured",
+        "99.0",
+        "100.0",
+        "98.0",
+        "0.40x",
+        "0.80x",
+        "1/2",
+    ]
+    assert table[3].split()[:3] == ["poisson", "simulated", "50.0"]
