@@ -8,6 +8,7 @@ recommendation of every scenario must carry a one-line reason and roles that sum
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -77,7 +78,7 @@ class Sim:
     def tick(
         self,
         now: float,
-        demand: int = 0,
+        demand: float = 0,
         *,
         q: tuple[QueuedBatchRequest, ...] = (),
         running: int = 0,
@@ -87,7 +88,8 @@ class Sim:
         """`demand`: instances' worth of interactive work (IBP's B); beyond the fleet it
         waits at the gateway (one request per instance's worth, caps of 1)."""
         n = self.fleet.interactive + self.fleet.mixed
-        load = Load(float(demand), max(0, demand - n), last_arrival_s=last_arrival)
+        waiting = max(0, math.ceil(demand - n - 1e-9))
+        load = Load(float(demand), waiting, last_arrival_s=last_arrival)
         ctx = AutoscaleContext(
             now,
             self.spec,
@@ -111,8 +113,10 @@ class Sim:
             self.fleet = Fleet(rec.replicas, r.interactive, r.mixed, r.batch)
         return rec
 
-    def run(self, start: float, ticks: int, demand: int = 0) -> list[Recommendation]:
-        return [self.tick(start + i * TICK, demand) for i in range(ticks)]
+    def run(
+        self, start: float, ticks: int, demand: float = 0, arrivals: Arrivals | None = None
+    ) -> list[Recommendation]:
+        return [self.tick(start + i * TICK, demand, arrivals=arrivals) for i in range(ticks)]
 
 
 @pytest.mark.parametrize("busy", [6, 7, 8])
@@ -320,3 +324,39 @@ def test_context_rejects_a_batch_count_other_than_the_fleets() -> None:
         AutoscaleContext(0.0, AutoscaleSpec(1, 4), fleet(2, batch=1), Load(0), batch_ctx(0.0, 0))
     with pytest.raises(ValueError):
         AutoscaleSpec(3, 2)
+
+
+# Scale-down with the product's defaults (auto Θ, the HPA's default behavior: a 300 s
+# scale-down stabilization window, 100 % a 15 s period): the cases a bench run showed,
+# where a load needing ~2 of 6 instances kept all 6 for the whole window.
+CALM = Arrivals((10, 12, 9, 11, 10, 11, 9, 12), 10.0, 30.0)
+DOWN_WINDOW = 300.0
+
+
+def test_a_load_needing_two_of_six_for_minutes_comes_down_within_the_window() -> None:
+    sim = Sim(AutoscaleSpec(1, 6, theta="auto"), fleet(6))
+    recs = sim.run(0.0, 40, demand=1.5, arrivals=CALM)  # 10 minutes
+    theta = recs[-1].theta
+    want = math.ceil(1.5 / theta)
+    assert want <= 2  # what the load needs at the auto Θ of calm arrivals
+    assert all(t >= DOWN_WINDOW for t, before, after in sim.writes if after < before)
+    assert sim.writes and sim.writes[0][0] <= DOWN_WINDOW + TICK
+    assert sim.fleet.replicas == want
+    assert [r.replicas for r in recs[-10:]] == [want] * 10  # and it stays there
+
+
+def test_a_spike_scales_up_at_once_and_the_count_returns_after_the_window() -> None:
+    sim = Sim(AutoscaleSpec(1, 6, theta="auto"), fleet(2))
+    sim.run(0.0, 8, demand=1.0, arrivals=CALM)  # two minutes at the level of 2
+    assert sim.writes == []
+    spike_at = 8 * TICK
+    sim.run(spike_at, 4, demand=5.0, arrivals=CALM)  # one minute that needs ~6
+    ups = [(t, a) for t, b, a in sim.writes if a > b]
+    assert ups and ups[0][0] == spike_at  # the first tick of the spike
+    assert max(a for _, a in ups) == 6
+    calm_at = spike_at + 4 * TICK
+    recs = sim.run(calm_at, 40, demand=1.0, arrivals=CALM)  # ten calm minutes
+    downs = [t for t, b, a in sim.writes if a < b]
+    assert downs and min(downs) >= spike_at + DOWN_WINDOW  # held through the window
+    assert max(downs) <= calm_at + DOWN_WINDOW + 2 * TICK  # and not much longer
+    assert recs[-1].replicas == sim.fleet.replicas <= 2
