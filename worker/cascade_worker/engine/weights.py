@@ -155,8 +155,9 @@ def embedding(
 ) -> torch.Tensor:
     """The token embedding. Where the LM head is packed (a copy), the embedding stays the
     checkpoint's tensor, a view of the blocks: a lookup reads a few rows, cast after
-    (exact, every bfloat16 value is a float32 one), and a converted copy would hold the
-    vocabulary matrix a second time (113 MB for SmolLM2)."""
+    (exact: every bfloat16 and float16 value is a float32 one), and a converted copy
+    would hold the vocabulary matrix a second time (113 MB for SmolLM2). A float32
+    checkpoint's tied head was the embedding itself before; packed, it is one copy."""
     name = "model.embed_tokens.weight"
     if name not in tensors:
         raise ValueError(f"checkpoint lacks tensor {name!r}")
