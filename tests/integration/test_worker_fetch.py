@@ -71,9 +71,11 @@ def test_pod_fetches_model_from_peer_pod(cluster: Namespace, tmp_path: Path) -> 
 
     # The fetched copy serves: the same greedy tokens as the pod it came from. The
     # operator serves a pod that holds the whole model and runs no engine, so it may
-    # have given the order first.
+    # have given the order first: its engine then serves already, or is still starting
+    # (on half the CPU it was, 2026-12-02).
     status, doc = http("POST", f"{b}/v1/control/serve", {})
-    assert status == 202 or (status == 409 and "serves already" in doc["error"]), doc
+    raced = ("serves already", "an engine is starting already")
+    assert status == 202 or (status == 409 and any(r in doc["error"] for r in raced)), doc
     wait_for("pod 1 serving", lambda: http("GET", f"{b}/v1/status")[1]["engine"] == "serving")
     ask = {"request_id": "r", "prompt": "Hello", "params": {"max_tokens": 12, "temperature": 0}}
     assert generated(f"{a}/v1/generate", ask) == generated(f"{b}/v1/generate", ask)
