@@ -4,6 +4,7 @@ dev cluster's model directory, where `make demo` puts it too."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import functools
@@ -11,6 +12,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,12 +32,19 @@ PROMPTS = [
 ]
 
 
+@contextlib.contextmanager
+def _locked(model_dir: Path) -> Iterator[None]:
+    """An exclusive lock beside `model_dir`, held by one pytest-xdist worker at a time."""
+    model_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(model_dir.parent / f".{model_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ensure_real_model() -> Path:
     """The converted checkpoint (made on first use; about 10 s). Under a file lock: the
     unit and integration tiers may run in two pytest-xdist workers at once."""
-    REAL_MODEL.parent.mkdir(parents=True, exist_ok=True)
-    with open(REAL_MODEL.parent / f".{REAL_MODEL.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked(REAL_MODEL):
         if not (REAL_MODEL / "config.json").is_file():
             cascade = Path(sys.executable).parent / "cascade"
             subprocess.run(
@@ -69,8 +78,7 @@ def references() -> tuple[Reference, ...]:
     unit and integration tiers, in two pytest-xdist workers, compare against one run."""
     model_dir = ensure_real_model()
     path = model_dir / f".transformers-reference-{_reference_key(model_dir)}.json"
-    with open(model_dir.parent / f".{model_dir.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked(model_dir):
         if not path.is_file():
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps([dataclasses.asdict(r) for r in _generate(model_dir)]))

@@ -15,6 +15,7 @@ own window ITL (LBP x SLO) over the last third.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -224,6 +225,13 @@ class Calibration:
         # Under the lower max-batch view and above the higher batch-1 view.
         full = min(self.full_client, self.full_window)
         return slo_between(max(self.one_client, self.one_window), full, self.max_batch)
+
+    def chosen_slo_ms(self, env: str) -> int:
+        """The measured SLO, or `env`'s where set; printed either way (pytest -s)."""
+        override = os.environ.get(env)
+        chosen = round(float(override)) if override else self.slo_ms
+        print("\n" + self.line() + (f"; {env} sets {chosen} ms" if override else ""))
+        return chosen
 
     def line(self) -> str:
         return (

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -142,10 +141,7 @@ def slo_ms(dev_cluster: DevCluster, deployed: Namespace) -> int:
         completions(url), worker, clients=CLIENTS, run_s=CAL_S, poll_s=POLL_S,
         max_batch=MAX_BATCH, headers=auth_headers(worker),
     )  # fmt: skip
-    measured = cal.slo_ms
-    override = os.environ.get(SLO_ENV)
-    chosen = round(float(override)) if override else measured
-    print("\n" + cal.line() + (f"; {SLO_ENV} sets {chosen} ms" if override else ""))
+    chosen = cal.chosen_slo_ms(SLO_ENV)
     patch = {"spec": {"slo": {"interactive": {"itlMs": chosen}}}}
     ns.kubectl("patch", "md", MD, "--type", "merge", "-p", json.dumps(patch))
     (old,) = ns.ready_pods(MD)

@@ -139,9 +139,7 @@ def test_local_autoscaler_lowers_the_cap_until_itl_meets_the_slo(model: Path) ->
         cal = calibrate(
             generate(url), url, clients=CLIENTS, run_s=CAL_S, poll_s=POLL_S, max_batch=MAX_BATCH
         )
-    override = os.environ.get(SLO_ENV)
-    slo_ms = round(float(override)) if override else cal.slo_ms
-    print("\n" + cal.line() + (f"; {SLO_ENV} sets {slo_ms} ms" if override else ""))
+    slo_ms = cal.chosen_slo_ms(SLO_ENV)
     with running_worker(model, slo_ms) as worker:
         load = drive(generate(worker), worker, clients=CLIENTS, run_s=RUN_S, poll_s=POLL_S)
         done, polls, first = asyncio.run(load)

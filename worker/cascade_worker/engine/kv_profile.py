@@ -68,9 +68,11 @@ def weight_bytes(stages: Sequence[StageModel]) -> int:
     packed = 0
     for stage in stages:
         w = stage.weights
-        head = w.lm_head.tensor() if w.lm_head is not None else None
-        if w.lm_head is not None and head is None:
-            packed += w.lm_head.nbytes
+        head = None
+        if w.lm_head is not None and w.lm_head.packed:
+            packed += w.lm_head.nbytes  # its own copy: nothing else shares it
+        elif w.lm_head is not None:
+            head = w.lm_head.tensor()
         tensors = [w.embed, w.norm, head, *(t for lw in w.layers for t in vars(lw).values())]
         for t in tensors:
             if isinstance(t, torch.Tensor):

@@ -24,8 +24,6 @@ def packs(device: torch.device, dtype: torch.dtype) -> bool:
 class LMHead:
     def __init__(self, weight: torch.Tensor) -> None:
         """`weight` [vocab, hidden], already on its device in the compute dtype."""
-        self.vocab, self.hidden = weight.shape
-        self.dtype = weight.dtype
         self.packed = packs(weight.device, weight.dtype)
         self.weight = weight.contiguous().to_mkldnn() if self.packed else weight
 
