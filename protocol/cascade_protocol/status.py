@@ -155,6 +155,9 @@ class StageInfo(Report):
     layers: tuple[int, int]
     address: str | None = None  # "host:port" it listens on; None while starting
     covered_at: float | None = None  # live scale-ups: wall time its layers' blocks were held
+    # A cooperating source: requests it handed to the pair's head when that head first
+    # served (its queue, serving/cooperate.py); 0 before then or when nothing queued.
+    redirected: int = 0
 
 
 class WorkerStatus(Report):

@@ -19,12 +19,17 @@ same run, how long the cluster took to bring the first target up to answering: f
 `kubectl scale` to its `targetAnsweredTime` (the API write, the operator's reconcile
 creating five pods, the scheduler, the node agent starting the worker, the worker
 listening: the same kinds of work on the same cores a moment before, so the two grow
-together on a slower machine; both times are this host's wall clock). The first plan's
-delay must be at most the larger of 1 s and ANSWER_FACTOR times that answer time: on a
-machine as fast as the reference the acceptance figure holds as it was stated, on a
-slower one the bound grows with what the same run measured. The test prints both and
-their ratio. The rest is correctness, whatever the speed: every completed plan recorded
-both times and their gap, the first plan completed, and no target was in two plans.
+together on a slower machine; both times are this host's wall clock). That proxy misses
+one slowdown: with half the cores (hack/halved-cpu.sh) the first target still answered
+in under 0.7 s, before the five workers' heavy start-up competes for the core, and the
+delay measured 1.002 s. So the fixed part of the bound also scales with the cores this
+run has (its affinity and CPU quota, read here) against the two cores of the machine the
+figure was stated for, never below the stated 1 s. The first plan's delay must be at
+most the larger of that and ANSWER_FACTOR times the answer time: on a machine like the
+reference the acceptance figure holds as it was stated, on a slower one the bound grows
+with what the same run measured. The test prints the figures and their ratio. The rest
+is correctness, whatever the speed: every completed plan recorded both times and their
+gap, the first plan completed, and no target was in two plans.
 
 Needs 6 nodes (one instance each): marked `nodes(6)`, so the session's cluster has them.
 """
@@ -32,6 +37,7 @@ Needs 6 nodes (one instance each): marked `nodes(6)`, so the session's cluster h
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -50,12 +56,25 @@ NEEDED_NODES = 6
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.nodes(NEEDED_NODES)]
 
 BOUND_S = 1.0  # the acceptance figure, on a machine as fast as the one it was measured on
+REFERENCE_CORES = 2  # that machine's
 ANSWER_FACTOR = 1.5  # times the same run's kubectl scale -> first target answering
 
 
-def start_bound(answer_s: float) -> float:
-    """The first plan's start delay bound, given how long the first target took to answer."""
-    return max(BOUND_S, ANSWER_FACTOR * answer_s)
+def cores_here() -> float:
+    """The cores this process (and the cluster it started) may use: its CPU affinity,
+    within its cgroup's CPU quota if tighter."""
+    from cascade_worker.engine.cpu_limit import own_quota_cores
+
+    quota = own_quota_cores()
+    affinity = len(os.sched_getaffinity(0))
+    return min(affinity, quota) if quota is not None else affinity
+
+
+def start_bound(answer_s: float, cores: float) -> float:
+    """The first plan's start delay bound, given how long the first target took to answer
+    and the cores the run had."""
+    fixed = BOUND_S * max(1.0, REFERENCE_CORES / cores)
+    return max(fixed, ANSWER_FACTOR * answer_s)
 
 
 @pytest.fixture
@@ -144,11 +163,12 @@ def test_the_first_plan_starts_soon_after_its_first_target_answers(
     assert delay is not None and answered is not None, st
     answer_s = answered.timestamp() - scaled_at
     assert answer_s > 0, f"the first target answered {-answer_s:.3f} s before kubectl scale"
-    bound = start_bound(answer_s)
+    cores = cores_here()
+    bound = start_bound(answer_s, cores)
     print(
         f"first plan {first_plan['metadata']['name']}: start delay {delay} s; its first target "
         f"answered {answer_s:.3f} s after kubectl scale (delay / answer "
-        f"{delay / answer_s:.2f}); bound {bound:.3f} s = max({BOUND_S} s, "
-        f"{ANSWER_FACTOR} x {answer_s:.3f} s)"
+        f"{delay / answer_s:.2f}); bound {bound:.3f} s = max({BOUND_S} s x "
+        f"max(1, {REFERENCE_CORES} / {cores:g} cores), {ANSWER_FACTOR} x {answer_s:.3f} s)"
     )
     assert delay <= bound, st

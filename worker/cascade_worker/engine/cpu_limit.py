@@ -102,11 +102,16 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def own_quota_cores() -> float | None:
+    """This process's tightest CPU quota in cores; None: none applies."""
+    return quota_cores(_read(Path("/proc/self/cgroup")) or "", _read)
+
+
 def apply() -> int | None:
     """Set torch's intra-op threads from the quota; the count set, None if left alone."""
     if os.environ.get("OMP_NUM_THREADS"):
         return None
-    quota = quota_cores(_read(Path("/proc/self/cgroup")) or "", _read)
+    quota = own_quota_cores()
     if quota is None:
         return None
     import torch

@@ -57,9 +57,12 @@ async def grow_head(serving: Serving) -> bool:
 
 
 def redirect_queued(serving: Serving) -> None:
-    """The source's queue moves to the head that just attached (module docstring)."""
+    """The source's queue moves to the head that just attached (module docstring); the
+    stage's status counts what moved."""
     engine = serving.engine
     if engine is None or engine.stopped:
         return
     moved = engine.hand_back_queued("migrate: redirected to the cooperating new instance")
+    if serving.stage is not None:
+        serving.stage.redirected += moved
     log.info("cooperative source: %d queued request(s) redirected", moved)

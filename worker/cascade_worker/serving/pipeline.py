@@ -57,10 +57,14 @@ class StageRole:
     layers: tuple[int, int]
     server: StageServer | None = None
     covered_at: float | None = None  # live scale-ups: when its layers' blocks were held
+    redirected: int = 0  # a cooperating source: requests handed to the pair's head
 
     def describe(self) -> StageInfo:
         address = self.server.address if self.server is not None else None
-        return StageInfo(layers=self.layers, address=address, covered_at=self.covered_at)
+        return StageInfo(
+            layers=self.layers, address=address, covered_at=self.covered_at,
+            redirected=self.redirected,
+        )  # fmt: skip
 
 
 def pipeline_listener(host: str, port: int) -> SharedServer[Any]:

@@ -1,0 +1,42 @@
+"""A cooperating source's redirect, as its status reports it (serving/cooperate.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+from cascade_worker.serving.cooperate import held_prefix, redirect_queued
+from cascade_worker.serving.pipeline import StageRole
+
+
+class Engine:
+    stopped = False
+
+    def __init__(self, queued: int) -> None:
+        self.queued = queued
+
+    def hand_back_queued(self, why: str) -> int:
+        moved, self.queued = self.queued, 0
+        return moved
+
+
+def test_the_stage_status_counts_the_requests_the_source_redirected() -> None:
+    stage = StageRole(layers=(2, 4))
+    serving = SimpleNamespace(engine=Engine(queued=3), stage=stage)
+    redirect_queued(cast(Any, serving))
+    assert stage.describe().redirected == 3
+    redirect_queued(cast(Any, serving))  # nothing queued since: the count stays
+    assert stage.describe().model_dump(by_alias=True)["redirected"] == 3
+
+
+def test_a_stopped_engine_redirects_nothing() -> None:
+    engine = Engine(queued=2)
+    engine.stopped = True
+    stage = StageRole(layers=(2, 4))
+    redirect_queued(cast(Any, SimpleNamespace(engine=engine, stage=stage)))
+    assert (stage.redirected, engine.queued) == (0, 2)
+
+
+def test_the_held_prefix_is_the_run_from_layer_zero() -> None:
+    assert held_prefix([(0, 3), (5, 7)]) == 3
+    assert held_prefix([(1, 3)]) == 0
