@@ -24,6 +24,8 @@ from cascade_worker.engine.batch import StageBatch
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    if x.dtype == torch.float32:  # one fused kernel, the same arithmetic in float32
+        return F.rms_norm(x, weight.shape, weight, eps)
     h = x.float()
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return weight * h.to(x.dtype)
@@ -74,6 +76,9 @@ class AttentionGroup:
     q_pos: torch.Tensor  # [b, Qmax] position of each padded query
     ctx_len: torch.Tensor  # [b] context length after this step
     _masks: dict[int | None, torch.Tensor]
+    # Every query of the step, one per sequence in order (a step of decodes only): the
+    # queries and outputs are views, with no gather or scatter around the attention.
+    whole: bool = False
 
     @classmethod
     def build(
@@ -144,11 +149,14 @@ class AttentionMeta:
         decodes = [i for i, n in enumerate(batch.num_new) if n == 1]
         chunks = [[i] for i, n in enumerate(batch.num_new) if n > 1]
         rows = decode_groups(decodes, [s + 1 for s in batch.start_positions]) + chunks
+        groups = [AttentionGroup.build(r, tables, flat, block_size) for r in rows]
+        if len(groups) == 1 and len(decodes) == batch.num_seqs:
+            groups[0].whole = True  # one bucket holds every decode, in order
         return cls(
             positions=positions,
             slots=slots,
             last_index=offsets + num_new - 1,
-            groups=[AttentionGroup.build(r, tables, flat, block_size) for r in rows],
+            groups=groups,
         )
 
 
@@ -185,8 +193,8 @@ def attention(
         b, qmax = g.q_index.shape
         # index_select/index_copy_ with indices built once a step: a step's per-layer
         # boolean and 2-D indexing cost more than the attention itself at decode sizes.
-        qp = q.index_select(0, g.q_index.reshape(-1)).view(b, qmax, *q.shape[1:])
-        qp = qp.transpose(1, 2)  # [b, H, Qmax, D]
+        qp = q.view(b, 1, *q.shape[1:]) if g.whole else q.index_select(0, g.q_index.reshape(-1))
+        qp = qp.view(b, qmax, *q.shape[1:]).transpose(1, 2)  # [b, H, Qmax, D]
         o = F.scaled_dot_product_attention(
             qp,
             k.transpose(1, 2),
@@ -195,5 +203,7 @@ def attention(
             enable_gqa=q.shape[1] != k.shape[2],
         )
         o = o.transpose(1, 2).reshape(b * qmax, *q.shape[1:])
+        if g.whole:
+            return o.reshape(q.shape[0], -1)
         out.index_copy_(0, g.tokens, o.index_select(0, g.valid_rows))  # [n, H, D]
     return out.reshape(q.shape[0], -1)
