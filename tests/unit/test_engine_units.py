@@ -12,7 +12,12 @@ from cascade_protocol.generate import SamplingParams
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.executor import split_ranges
-from cascade_worker.engine.layers import DECODE_BUCKET_TOKENS, decode_groups
+from cascade_worker.engine.layers import (
+    DECODE_BUCKET_TOKENS,
+    AttentionMeta,
+    attention,
+    decode_groups,
+)
 from cascade_worker.engine.sampling import SamplerState, sample, top_p_filter
 from cascade_worker.model.spec import ModelSpec, hf_config
 
@@ -119,3 +124,27 @@ def test_decodes_are_grouped_by_context_length_in_powers_of_two() -> None:
     assert decode_groups(list(range(len(ctx))), ctx) == [[0, 1, 6], [2, 3], [4, 7], [5]]
     assert decode_groups([1, 3], ctx) == [[1], [3]]  # only the rows asked for
     assert decode_groups([], ctx) == []
+
+
+def test_a_step_of_decodes_attends_on_views_with_the_same_result() -> None:
+    """A decode-only step in one bucket skips the gather/scatter around the attention;
+    the same queries through the general path give the same output."""
+    block, kvh, heads, dim = 4, 2, 4, 8
+    batch = StageBatch([0, 1, 2], [5, 2, 7], [1, 1, 1], [[0, 1], [2], [3, 4]], torch.zeros(3))
+    meta = AttentionMeta.build(batch, block, torch.device("cpu"))
+    assert [g.whole for g in meta.groups] == [True]
+    k_cache, v_cache = torch.randn(5 * block, kvh, dim), torch.randn(5 * block, kvh, dim)
+
+    def read(gather: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        shape = (*gather.shape, kvh, dim)
+        return k_cache[gather.reshape(-1)].view(shape), v_cache[gather.reshape(-1)].view(shape)
+
+    q = torch.randn(3, heads, dim)
+    fast = attention(q, read, meta, None)
+    meta.groups[0].whole = False
+    assert torch.equal(fast, attention(q, read, meta, None))
+    mixed = StageBatch([0, 1], [5, 0], [1, 3], [[0, 1], [2]], torch.zeros(4))
+    assert [g.whole for g in AttentionMeta.build(mixed, block, torch.device("cpu")).groups] == [
+        False,
+        False,
+    ]
