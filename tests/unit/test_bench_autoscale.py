@@ -179,6 +179,14 @@ def test_manifest_needs_max_replicas_and_valid_bounds() -> None:
     assert dep.slos["interactive"].ttft_s == 5.0
 
 
+def test_the_bench_runs_the_products_scaling_policy() -> None:
+    """No knob of the policy is the bench's: auto Θ and the HPA's default behavior."""
+    scaling = manifest.BASE_SPEC["scaling"]
+    assert set(scaling) == {"minReplicas", "maxReplicas"}
+    parsed = manifest.validate(manifest.run_spec(manifest.BASE_SPEC, "cascade"))
+    assert parsed.scaling.interactive_backpressure.target is None
+
+
 PROFILE = CapacityProfile((CurvePoint(1, 50.0), CurvePoint(8, 200.0)), "m", 0.2)
 
 
