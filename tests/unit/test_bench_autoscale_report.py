@@ -131,6 +131,7 @@ def _doc(tmp_path: Path) -> dict[str, Any]:
             "replay": _replay(0.9 if name != "fixed_min" else 0.2),
             "samples": _samples(6 if name == "fixed_max" else 3),
             "time_to_ready_s": [12.0],
+            "deploy_ready": (2, 9.0),
             "nodes_used": 3,
             "pods_seen": 3,
             "host_busy_cores": 1.2,
@@ -144,7 +145,7 @@ def _doc(tmp_path: Path) -> dict[str, Any]:
         peak_utilization=0.5, scaling=Scaling(), kpa_window_s=60.0, timeout_s=600.0,
     )  # fmt: skip
     cluster = {"nodes": 8, "node_cpu": 0.2, "gpus_per_instance": 8, "brought_up": True}
-    conf = predict.sim_config(5.0, "given", None)
+    conf = predict.sim_config(5.0, "given", None, 12.0)
     return document.build(cfg, raw, load, PROFILE, sims, conf, cluster, 1.0)
 
 
@@ -176,6 +177,17 @@ def test_document_table_and_png_come_from_the_runs(tmp_path: Path) -> None:
     assert "sim cascade" in text and "fixed_min" in text
     assert "interactive TTFT met, from" in text  # per 30 s, each run beside the simulator
     assert "[PASS] <= 60 % of fixed_max's instance-seconds" in text
+    assert "time to ready 5.0 s (given); the runs' scale-ups measured 12.0 s" in text
     out = tmp_path / "a.png"
     report.plot(doc, out)
     assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_simulators_time_to_ready_is_known_before_the_replays() -> None:
+    """Given wins; else the first run's deploy, timed before its replay; never the
+    scale-ups the replays measured (the check would be fed its own answer)."""
+    assert predict.ready_before_replay(7.0, [(2, 9.0)]) == (7.0, "given (--time-to-ready)")
+    ready, source = predict.ready_before_replay(None, [(0, 0.0), (2, 9.0), (6, 14.0)])
+    assert ready == 9.0 and "2 instance(s)" in source
+    default = predict.ready_before_replay(None, [])
+    assert default[0] == predict.DEFAULT_TIME_TO_READY_S

@@ -3,11 +3,14 @@
 The simulator (`cascade_sim`, pure) runs each policy over the very arrivals the cluster
 runs replayed (copies and classes included), the capacity profile the rate was scaled
 with and the Cascade run's ModelDeployment. Its time to ready is the one number the
-model needs from the cluster: by default the median creation-to-Ready of the pods the
-runs started during their replays (else `DEFAULT_TIME_TO_READY_S`, the simulator's own
-default), and the document says which. The simulated KPA is the simulator's (60 s / 6 s
-averaging windows, see docs/simulate.md), not the bench's loop: its row is shown for
-reference, only the Cascade run is judged.
+model needs from the cluster, and it is taken from what was known before any replay
+(`ready_before_replay`): given (--time-to-ready), else how long the first run's initial
+instances took from creation until the gateway routed to them all, else
+`DEFAULT_TIME_TO_READY_S`. The scale-ups' measured time to ready is recorded beside it,
+so a prediction error can be traced to that input rather than hidden by it (issue 33:
+fed the run's own measurement, the simulator's check could not fail on it). The
+simulated KPA is the simulator's (60 s / 6 s averaging windows, see docs/simulate.md),
+not the bench's loop: its row is shown for reference, only the Cascade run is judged.
 """
 
 from __future__ import annotations
@@ -70,8 +73,32 @@ def _record(r: wl.Req) -> dict[str, Any]:
     }
 
 
-def sim_config(time_to_ready_s: float, source: str, kpa_target: float | None) -> dict[str, Any]:
+def ready_before_replay(
+    given_s: float | None, deploys: Sequence[tuple[int, float]]
+) -> tuple[float, str]:
+    """The simulator's time to ready and where it came from, from inputs known before
+    the replays: `given_s`, else the first run's deploy (replicas, creation to all
+    routed, seconds; `deploys` in run order), else the default."""
+    if given_s is not None:
+        return given_s, "given (--time-to-ready)"
+    for replicas, seconds in deploys:
+        if replicas > 0 and seconds > 0:
+            return (
+                seconds,
+                f"before the replay: the first run's {replicas} instance(s), created to routed",
+            )
+    return DEFAULT_TIME_TO_READY_S, "default (no deploy timed)"
+
+
+def sim_config(
+    time_to_ready_s: float,
+    source: str,
+    kpa_target: float | None,
+    measured_s: float | None = None,
+) -> dict[str, Any]:
+    """The simulator's setup as the document records it; `measured_s`: the median time
+    to ready of the pods the runs' scale-ups started (None: none did), for comparison."""
     from dataclasses import asdict
 
     cfg = asdict(SimConfig(time_to_ready_s=time_to_ready_s, kpa_target=kpa_target))
-    return {**cfg, "time_to_ready_source": source}
+    return {**cfg, "time_to_ready_source": source, "time_to_ready_measured_s": measured_s}

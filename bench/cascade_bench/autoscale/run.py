@@ -112,10 +112,12 @@ def one_run(
     spec = manifest.run_spec(cfg.base_spec, run, gpus_per_node=gpus)
     slos = _slos(spec)
     b.delete(run)  # a leftover of an interrupted bench
+    deploying = time.perf_counter()
     b.create(manifest.body(b.ns, run, spec))
     try:
         say(f"{run}: waiting for {spec['replicas']} instance(s)")
         url = b.wait_ready(run, int(spec["replicas"]), cfg.ready_timeout_s)
+        deploy = (int(spec["replicas"]), time.perf_counter() - deploying)
         model = str(spec["model"].get("servedName") or manifest.md_name(run))
         rcfg = ReplayConfig(
             trace=cfg.trace,
@@ -157,6 +159,7 @@ def one_run(
         "replay": doc,
         "samples": sampler.samples,
         "time_to_ready_s": times_to_ready(created, sampler.samples),
+        "deploy_ready": deploy,  # (replicas, seconds from creation to all routed)
         "nodes_used": len(set(sampler.nodes.values())),
         "pods_seen": len(sampler.first_seen),
         "host_busy_cores": cores * (busy1[0] - busy0[0]) / dt if dt > 0 else None,
@@ -205,12 +208,8 @@ def assemble(
     from cascade_bench.autoscale import document
 
     ttr = [t for r in raw.values() for t in r["time_to_ready_s"]]
-    if cfg.time_to_ready_s is not None:
-        ready_s, source = cfg.time_to_ready_s, "given (--time-to-ready)"
-    elif ttr:
-        ready_s, source = float(median(ttr) or 0.0), f"measured: median of {len(ttr)} pod(s)"
-    else:
-        ready_s, source = predict.DEFAULT_TIME_TO_READY_S, "default (no pod started in a run)"
+    deploys = [tuple(r["deploy_ready"]) for r in raw.values() if r.get("deploy_ready")]
+    ready_s, source = predict.ready_before_replay(cfg.time_to_ready_s, deploys)
     sims = predict.predict(
         load.arrivals, cfg.base_spec, profile, list(raw), ready_s, cfg.kpa_target
     )
@@ -221,7 +220,7 @@ def assemble(
         load,
         profile,
         sims,
-        predict.sim_config(ready_s, source, cfg.kpa_target),
+        predict.sim_config(ready_s, source, cfg.kpa_target, median(ttr)),
         {
             "nodes": cfg.nodes,
             "node_cpu": cfg.node_cpu,
