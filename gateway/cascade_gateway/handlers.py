@@ -18,7 +18,6 @@ cancelled with it.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
@@ -51,6 +50,7 @@ from cascade_gateway.events import ClientGone, EventStream
 from cascade_gateway.runtime import Gateway
 from cascade_gateway.scheduler import QueueFull
 from cascade_gateway.upstream import Rejected
+from cascade_protocol import json_body
 from cascade_protocol.generate import RequestClass
 
 log = logging.getLogger(__name__)
@@ -103,8 +103,12 @@ async def _serve(request: web.Request, endpoint: Endpoint) -> web.StreamResponse
 
 def _parse(gw: Gateway, endpoint: Endpoint, raw: bytes, class_header: str | None) -> Job:
     try:
-        body = json.loads(raw)
-    except ValueError:  # also UnicodeDecodeError
+        body = json_body.load(raw)
+    except json_body.TooDeep as exc:
+        raise errors.bad_request(
+            f"We could not parse the JSON body of your request: {exc}."
+        ) from None
+    except json_body.BodyError:
         raise errors.bad_request(
             "We could not parse the JSON body of your request. (HINT: This likely means you "
             "aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)"

@@ -25,12 +25,12 @@ and the request resumes elsewhere, instead of hanging until the request deadline
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import AsyncGenerator
 
 import aiohttp
 
+from cascade_protocol import json_body
 from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
 from cascade_protocol.load import LOAD_PATH, LoadReport
 
@@ -133,8 +133,8 @@ def _status_error(status: int, raw: bytes) -> Rejected | Failed:
 def _error_body(status: int, raw: bytes) -> dict[str, object]:
     """The worker's OpenAI error body as is, or one wrapping whatever it sent."""
     try:
-        body = json.loads(raw)
-    except ValueError:
+        body = json_body.load(raw)
+    except json_body.BodyError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         return body

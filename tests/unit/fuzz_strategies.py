@@ -184,3 +184,16 @@ def keys_in(doc: Any) -> set[str]:
 def error_names_field(message: str, names: set[str]) -> bool:
     """A refusal's message names one of the fields (or says the body itself is wrong)."""
     return any(name in message for name in names)
+
+
+def _deep(depth: int, kind: int) -> bytes:
+    """JSON bytes nested `depth` levels: arrays, objects, or the two alternating."""
+    opens = [b"[", b'{"a":', b'{"messages":['][kind]
+    closes = [b"]", b"}", b"]}"][kind]
+    return opens * depth + b"1" + closes * depth
+
+
+# Bodies nested from 1 to far past what json.loads can recurse into (~1,000 levels).
+deep_json: st.SearchStrategy[bytes] = st.builds(
+    _deep, st.integers(1, 3000) | st.sampled_from([63, 64, 65, 999, 1000, 1001]), st.integers(0, 2)
+)

@@ -62,10 +62,11 @@ def test_bad_requests_are_answered_before_queueing() -> None:
             ("POST", "/v1/completions", {"prompt": "hi"}),
             ("POST", "/v1/chat/completions", {"model": "other", "messages": []}),
             ("POST", "/v1/completions", {"model": "tiny-llama", "prompt": "x", "top_p": "1"}),
+            ("POST", "/v1/chat/completions", b'{"messages":' * 2000 + b"1" + b"}" * 2000),
         ],
     )
     statuses = [a[0] for a in answers]
-    assert statuses == [400, 400, 400, 404, 400]
+    assert statuses == [400, 400, 400, 404, 400, 400]
     errors = [json.loads(a[2])["error"] for a in answers]
     assert errors[0]["message"].startswith("We could not parse the JSON body")
     assert errors[1]["message"] == "The request body must be a JSON object."
@@ -77,6 +78,7 @@ def test_bad_requests_are_answered_before_queueing() -> None:
         "code": "model_not_found",
     }
     assert errors[4]["param"] == "top_p"
+    assert "nested more than 64 levels deep" in errors[5]["message"]  # not a 500
 
 
 def test_no_backend_holds_requests_until_their_deadline() -> None:

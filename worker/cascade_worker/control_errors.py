@@ -9,10 +9,11 @@ aiohttp, no stores.
 
 from __future__ import annotations
 
-import json
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
+
+from cascade_protocol import json_body
 
 
 class RequestError(Exception):
@@ -30,9 +31,9 @@ M = TypeVar("M", bound=BaseModel)
 def parse_body(model: type[M], raw: bytes) -> M:
     """Parse a JSON body into `model`; RequestError(400) naming each bad field."""
     try:
-        doc = json.loads(raw or b"{}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RequestError(400, f"body is not valid JSON: {exc}") from exc
+        doc = json_body.load(raw or b"{}")
+    except json_body.BodyError as exc:
+        raise RequestError(400, str(exc)) from exc
     if not isinstance(doc, dict):
         raise RequestError(400, f"body must be a JSON object, got {type(doc).__name__}")
     try:

@@ -18,13 +18,13 @@ every DISCONNECT_CHECK_S (aiohttp does not cancel handlers on disconnect by defa
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
 
+from cascade_protocol import json_body
 from cascade_protocol.generate import GenerateRequest
 from cascade_protocol.load import LOAD_PATH
 from cascade_protocol.service import HEALTH_KEY
@@ -59,9 +59,9 @@ def error_response(
 def parse_generate(raw: bytes) -> GenerateRequest | web.Response:
     """The request, or the 400 response naming what is wrong with it."""
     try:
-        doc: Any = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return error_response(400, f"body is not valid JSON: {exc}", code="invalid_json")
+        doc: Any = json_body.load(raw)
+    except json_body.BodyError as exc:
+        return error_response(400, str(exc), code="invalid_json")
     if not isinstance(doc, dict):
         return error_response(400, f"body must be a JSON object, got {type(doc).__name__}")
     try:
