@@ -19,19 +19,47 @@ from cascade_api.scaling import AutoscalerStatus, Scaling
 
 Quantity = Annotated[int | str, Field(description="A resource quantity, e.g. 2, 500m, 16Gi.")]
 
-MODEL_URI_PATTERN = r"^(file:///.+|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?/.+)$"
+# A path segment that is not empty, "." or "..": a URI names its directory one way, and
+# no path climbs out of its root (pvc://claim/../../etc would mount the claim and read
+# the node's /etc). RE2 and Rust regex, no look-around: the API server checks it too.
+_SEGMENT = r"(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
+MODEL_URI_PATTERN = (
+    rf"^(file://(/{_SEGMENT})+/?|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/{_SEGMENT})+/?)$"
+)
+
+
+def dot_segment(uri: str) -> str | None:
+    """The first empty, '.' or '..' segment of the URI's path, if any."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep or scheme not in ("file", "pvc"):
+        return None
+    path = rest if scheme == "file" else rest.partition("/")[2]
+    segments = path.removeprefix("/").removesuffix("/").split("/")
+    return next((seg for seg in segments if seg in ("", ".", "..")), None)
 
 
 class ModelSource(ApiModel):
     uri: str = Field(
         pattern=MODEL_URI_PATTERN,
-        description="Where the weights live: file:///abs/path or pvc://<claim>/<path>.",
+        description="Where the weights live: file:///abs/path or pvc://<claim>/<path>. "
+        "Path segments may not be empty, '.' or '..'.",
     )
     served_name: str | None = Field(
         default=None,
         max_length=253,
         description="Name clients use in the OpenAI API; defaults to the resource name.",
     )
+
+    @field_validator("uri", mode="before")
+    @classmethod
+    def _no_dot_segments(cls, uri: object) -> object:
+        """Say which segment is wrong (the pattern alone would only quote itself)."""
+        found = dot_segment(uri) if isinstance(uri, str) else None
+        if found is not None:
+            what = "an empty" if found == "" else f"a '{found}'"
+            raise ValueError(f"{what} path segment in {uri!r}: name the directory itself")
+        return uri
+
     digest: str | None = Field(
         default=None,
         pattern=r"^[0-9a-f]{64}$",

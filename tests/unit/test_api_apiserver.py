@@ -221,11 +221,14 @@ def test_invalid_examples_fail_where_their_readme_says() -> None:
         "05-invalid/wrong-type.yaml",
         "05-invalid/out-of-range.yaml",
         "05-invalid/min-greater-than-max.yaml",
+        "05-invalid/escaping-path.yaml",
     }
     errors = {n: schema_errors(apply_defaults(s, MD_SPEC), MD_SPEC) for n, s in specs.items()}
     assert errors["05-invalid/wrong-type.yaml"] == ["spec.replicas: must be of type integer"]
     assert errors["05-invalid/out-of-range.yaml"] == ["spec.replicas: out of range"]
     assert errors["05-invalid/min-greater-than-max.yaml"] == []
+    [escaping] = errors["05-invalid/escaping-path.yaml"]
+    assert escaping.startswith("spec.model.uri: must match ")
 
 
 def test_a_pending_plan_status_with_empty_strings_passes_the_schema() -> None:

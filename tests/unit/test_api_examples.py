@@ -83,8 +83,14 @@ def test_invalid_examples_fail_validation_or_an_invariant(name: str, doc: dict[s
 
 def test_invalid_examples_fail_for_the_documented_reason() -> None:
     broken = dict(BROKEN)
-    assert set(broken) == {"wrong-type.yaml", "out-of-range.yaml", "min-greater-than-max.yaml"}
-    for name, loc in [("wrong-type.yaml", ("replicas",)), ("out-of-range.yaml", ("replicas",))]:
+    assert set(broken) == {
+        "wrong-type.yaml", "out-of-range.yaml", "min-greater-than-max.yaml", "escaping-path.yaml"
+    }  # fmt: skip
+    for name, loc in [
+        ("wrong-type.yaml", ("replicas",)),
+        ("out-of-range.yaml", ("replicas",)),
+        ("escaping-path.yaml", ("model", "uri")),
+    ]:
         with pytest.raises(ValidationError) as err:
             ModelDeploymentSpec.model_validate(broken[name]["spec"])
         assert [e["loc"] for e in err.value.errors()] == [loc]

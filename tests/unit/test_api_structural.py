@@ -141,9 +141,18 @@ def test_bounds_enums_and_patterns_are_in_the_schema() -> None:
     assert quantity.get("x-kubernetes-int-or-string") is True
 
 
-URI_GOOD = ["file:///models/x", "pvc://claim/path/to", "file:///var/lib/cascade/models/tiny-llama"]
+URI_GOOD = [
+    "file:///models/x",
+    "pvc://claim/path/to",
+    "file:///var/lib/cascade/models/tiny-llama",
+    "file:///models/x/",
+    "pvc://c/.cache/m",
+    "file:///m/...",
+    "file:///m/..x",
+]
 URI_BAD = ["http://x", "pvc://claim", "pvc://claim/", "s3://bucket/model", "file://rel/x",
-           "pvc://Claim/x", "pvc://-claim/x", ""]  # fmt: skip
+           "pvc://Claim/x", "pvc://-claim/x", "", "pvc://claim/../../etc", "file:///a/../etc",
+           "file:///a/./b", "pvc://c/a//b", "file:///..", "pvc://c/x/.."]  # fmt: skip
 
 
 @pytest.mark.parametrize("uri", URI_GOOD)
@@ -158,6 +167,13 @@ def test_uri_pattern_rejects(uri: str) -> None:
     with pytest.raises(ValidationError) as err:
         ModelDeploymentSpec.model_validate({"model": {"uri": uri}})
     assert [e["loc"] for e in err.value.errors()] == [("model", "uri")]
+
+
+def test_a_dot_segment_is_named_in_the_refusal() -> None:
+    with pytest.raises(
+        ValidationError, match=r"a '\.\.' path segment in 'pvc://claim/\.\./\.\./etc'"
+    ):
+        ModelDeploymentSpec.model_validate({"model": {"uri": "pvc://claim/../../etc"}})
 
 
 def schema_rejects(node: Schema, value: Any) -> bool:

@@ -110,6 +110,14 @@ def test_invalid_spec_is_degraded_naming_the_field() -> None:
     assert ("Warning", "InvalidSpec") in [(e.type, e.reason) for e in up.events]
 
 
+def test_a_model_path_that_leaves_its_root_is_degraded_naming_the_segment() -> None:
+    """What a 1.20 server with an older CRD stored: the operator refuses it too."""
+    up = status_of([pod(0)], spec={"model": {"uri": "pvc://claim/../../etc"}})
+    degraded = conds(up)["Degraded"]
+    assert (degraded.status, degraded.reason) == (ConditionStatus.TRUE, "InvalidSpec")
+    assert "spec.model.uri" in degraded.message and "a '..' path segment" in degraded.message
+
+
 def test_unschedulable_and_failing_instances_are_reported() -> None:
     stuck = pod(1, node=None, ready=False, phase="Pending", unschedulable="0/4 nodes: gpu")
     progressing = conds(status_of([pod(0), stuck], spec={"replicas": 2}))["Progressing"]
