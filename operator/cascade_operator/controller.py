@@ -52,8 +52,9 @@ from cascade_operator.spec import parse_spec
 from cascade_operator.status import PlanState, StatusInput, assemble
 from cascade_operator.weights.calibration import HopLatency, planning_with
 from cascade_operator.weights.driver import PlanDriver
+from cascade_operator.weights.workers import job_failures
 from cascade_protocol.peer_auth import secret_name
-from cascade_protocol.status import ServingMode, WorkerPhase
+from cascade_protocol.status import ServingMode
 
 log = logging.getLogger(__name__)
 NODES_TTL_S = 2.0
@@ -195,11 +196,7 @@ class Controller:
                 endpoint=builders.gateway_endpoint(ref),
                 blocks={w.name: w.blocks_loaded for w in workers if w.phase is not None},
                 modes=modes,
-                failures={
-                    w.name: w.error
-                    for w in workers
-                    if w.phase is WorkerPhase.FAILED and w.error is not None
-                },
+                failures=job_failures(workers, spec.model.uri if spec is not None else None),
                 startups=startups,
                 materializations={
                     w.name: w.materialization for w in workers if w.materialization is not None

@@ -179,6 +179,10 @@ class WorkerStatus(Report):
     store_bytes: int = 0
     rss_bytes: int = 0  # the worker process's resident memory (0 where unknown)
     error: str | None = None  # why the last job failed
+    # Jobs failed or refused in a row (a success resets it) and when the last one did
+    # (wall clock): the operator backs off its load orders by them.
+    failures: int = 0
+    failed_at: float | None = None
     last_transfer: TransferReport | None = None
     # Wall clock the first bytes of the running (else the last) transfer landed here as a
     # target; None before any did. A ScalePlan's firstByteTime is its targets' earliest.

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from integration_helpers import model_deployment, pod_ready
+from integration_helpers import http, model_deployment, pod_ready
 
 from cascade_dev.testing import wait_for
 
@@ -197,6 +198,38 @@ def test_schema_rejects_bad_values(kubectl: Kubectl, patch: dict[str, Any], fiel
     out = kubectl.apply(doc, check=False)
     assert "Invalid value" in out or "invalid" in out.lower(), out
     assert field in out, out
+
+
+def test_a_model_that_cannot_load_is_degraded_and_its_loads_back_off(
+    kubectl: Kubectl, operator: OperatorProcess
+) -> None:
+    """A directory that is no model (file:///etc): the worker refuses the load, its
+    status counts the failure, the deployment is Degraded naming the pod, the URI and
+    the reason within 30 s, and the operator's load orders back off (1, 2, 4 ... s)
+    instead of coming once a tick."""
+    from cascade_api.constants import WORKER_PORT
+
+    kubectl.apply(model_deployment("noload", 1, model=Path("/etc")))
+
+    def degraded() -> bool:
+        return condition(kubectl, "noload", "Degraded").get("reason") == "WorkerJobFailed"
+
+    wait_for("Degraded (WorkerJobFailed)", degraded, timeout=30)
+    message = condition(kubectl, "noload", "Degraded")["message"]
+    print(message)
+    assert "noload-0" in message and "not a model directory" in message
+    assert "file:///etc" in message
+    [pod] = kubectl.worker_pods("noload")
+    url = f"http://{pod['status']['podIP']}:{WORKER_PORT}/v1/status"
+    first = http("GET", url)[1]
+    time.sleep(20)
+    later = http("GET", url)[1]
+    print(f"failures {first['failures']} -> {later['failures']} in 20 s")
+    assert later["phase"] == "failed" and later["failures"] > first["failures"]  # retried
+    # Once a reconcile tick (~0.5-2 s) would be 10 or more in 20 s; backing off 1, 2, 4,
+    # 8, 16 s it is at most 5 more.
+    assert later["failures"] - first["failures"] <= 5, (first["failures"], later["failures"])
+    kubectl("delete", "md", "noload", "--wait=false")
 
 
 def test_invariant_violation_is_degraded_and_operator_survives(

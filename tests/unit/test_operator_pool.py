@@ -9,8 +9,8 @@ import operator_fixtures as fixtures
 from operator_fixtures import holder
 
 from cascade_api.scaleplan import SourceTier
-from cascade_operator.weights.pool import PoolDecision, PoolInput, decide_pool
-from cascade_operator.weights.workers import WorkerView
+from cascade_operator.weights.pool import PoolDecision, PoolInput, decide_pool, load_backoff_s
+from cascade_operator.weights.workers import WorkerView, job_failures
 
 
 def worker(name: str, node: str, **kw: Any) -> WorkerView:
@@ -84,3 +84,33 @@ def test_wanted_digest_and_majority_digest() -> None:
 
 def test_zero_host_copies_wanted_is_never_short() -> None:
     assert pool([worker("p0", "n0")], copies=0).shortfall == 0
+
+
+def test_a_worker_whose_loads_fail_is_asked_again_only_after_a_growing_capped_wait() -> None:
+    """A refused or failed load is reported (failures in a row, when); the next order
+    waits 1, 2, 4 ... s, at most 60, instead of one a tick forever."""
+    assert [load_backoff_s(n) for n in (0, 1, 2, 3, 7, 20)] == [0, 1, 2, 4, 60, 60]
+    failed = idle("p0", "n0", phase="failed", error="load: not a model directory")
+    t = 1000.0
+    for failures, wait in ((1, 1.0), (3, 4.0), (9, 60.0)):
+        w = replace(failed, failures=failures, failed_at=t)
+        waiting = pool([w], copies=0, now=t + wait - 0.1)
+        assert waiting.load_from_storage is None
+        assert f"backs off: p0 failed {failures} time(s), next try in 0 s" in waiting.message
+        assert pool([w], copies=0, now=t + wait).load_from_storage == "p0"
+    # Another worker that has not failed loads meanwhile; without a clock, no backoff.
+    w = replace(failed, failures=2, failed_at=t)
+    assert pool([w, idle("p1", "n1")], copies=0, now=t).load_from_storage == "p1"
+    assert pool([w], copies=0).load_from_storage == "p0"
+
+
+def test_degraded_names_the_pod_its_model_and_the_workers_reason() -> None:
+    failed = replace(
+        idle("p0", "n0", phase="failed", error="load: modelPath: /etc is not a model directory"),
+        failures=3,
+    )
+    shown = job_failures([failed, idle("p1", "n1")], "file:///etc")
+    assert shown == {
+        "p0": "load: modelPath: /etc is not a model directory "
+        "(model file:///etc; 3 failure(s) in a row)"
+    }

@@ -81,6 +81,25 @@ def test_serve_refusals(tmp_path: Path) -> None:
     run(go)
 
 
+def test_a_refused_load_is_a_failed_job_in_status_counted_in_a_row(tmp_path: Path) -> None:
+    """The operator reads `failures` and `failedAt` to back off its load orders, and
+    Degraded shows `error`: a path that is no model answers 400 and says so there too."""
+
+    async def go() -> None:
+        async with worker(Factory()) as w:
+            for n in (1, 2):
+                status, body = await w.call("POST", "/v1/control/load", {"modelPath": "/etc"})
+                assert status == 400 and "not a model directory" in body["error"]
+                doc = await w.status()
+                assert doc["phase"] == "failed" and "/etc is not a model directory" in doc["error"]
+                assert doc["failures"] == n and doc["failedAt"] > 0
+            # A malformed order is the caller's mistake, not a failed job.
+            status, _ = await w.call("POST", "/v1/control/load", {"modelPath": "/etc", "blocks": 0})
+            assert status == 400 and (await w.status())["failures"] == 2
+
+    run(go)
+
+
 def test_factory_failure_shows_in_status_and_readiness() -> None:
     async def go() -> None:
         factory = Factory()

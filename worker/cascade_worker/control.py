@@ -158,7 +158,7 @@ async def start_transfer(ctl: Control, req: TransferRequest, *, claimed: bool = 
             state.last_first_byte = None  # this transfer's first byte is still to come
     except RequestError:
         if claimed:
-            state.release()
+            state.unclaim()
         raise
     ctl.spawn(_run_transfer(ctl, req, store))
     kind = "source" if role.is_source else "target"

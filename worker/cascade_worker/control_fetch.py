@@ -130,7 +130,7 @@ async def fetch(ctl: Control, request: web.Request) -> Accepted:
             if status != 202:
                 raise RequestError(409, f"peer {base} refused the transfer: {doc.get('error')}")
     except RequestError:
-        state.release()
+        state.unclaim()
         raise
     accepted = await start_transfer(ctl, transfer, claimed=True)
     return accepted.model_copy(update={"action": "fetch"})

@@ -36,7 +36,17 @@ def start_load(ctl: Control, req: LoadRequest) -> Accepted:
 
 
 def claim_load(ctl: Control, req: LoadRequest) -> tuple[Path, int]:
-    """Validate a load and claim the job slot; `run_load` does the work."""
+    """Validate a load and claim the job slot; `run_load` does the work. A load whose
+    input cannot work (400) is recorded as a failed job (`WorkerState.refuse`)."""
+    try:
+        return _claim_load(ctl, req)
+    except RequestError as err:
+        if err.status == 400:
+            ctl.state.refuse(f"load: {err.message}")
+        raise
+
+
+def _claim_load(ctl: Control, req: LoadRequest) -> tuple[Path, int]:
     raw = req.model_path or ctl.config.model_path
     if not raw:
         raise RequestError(400, "modelPath: not given and $CASCADE_MODEL_PATH is empty")
@@ -48,7 +58,7 @@ def claim_load(ctl: Control, req: LoadRequest) -> tuple[Path, int]:
     try:
         check_model(path)
     except RequestError:
-        ctl.state.release()
+        ctl.state.unclaim()
         raise
     return path, blocks
 

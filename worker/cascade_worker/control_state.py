@@ -10,6 +10,7 @@ would replace that store are refused too: drain first. No I/O here.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,8 @@ class WorkerState:
     store: BlockStore | None = None
     job: WorkerPhase | None = None  # LOADING or TRANSFERRING while a job runs
     error: str | None = None  # why the last job failed
+    failures: int = 0  # jobs failed or refused in a row; a success resets it
+    failed_at: float | None = None  # wall clock of the last
     node: MulticastNode | None = None  # the running transfer's node
     last_transfer: TransferReport | None = None
     last_load: LoadReport | None = None  # the last successful load from storage
@@ -59,10 +62,26 @@ class WorkerState:
         self.serving = True
         return store
 
+    def unclaim(self) -> None:
+        """Give back a claimed job that never started (its request was refused)."""
+        self.job = None
+        self.node = None
+
     def release(self, error: str | None = None) -> None:
+        """The job ended: failed with `error`, else succeeded (the failure count resets)."""
         self.job = None
         self.node = None
         self.error = error
+        if error is None:
+            self.failures, self.failed_at = 0, None
+        else:
+            self.failures, self.failed_at = self.failures + 1, time.time()
+
+    def refuse(self, error: str) -> None:
+        """A job refused before it started (its input cannot work): reported as a failed
+        job, so status says why and the operator backs off instead of asking again."""
+        if self.job is None:
+            self.release(error)
 
     def current_store(self) -> BlockStore | None:
         """The store being filled by a running transfer, else the one held."""
@@ -125,6 +144,8 @@ class WorkerState:
                 "store_bytes": self.store_bytes,
                 "bytes_received": self.bytes_received,
                 "error": self.error,
+                "failures": self.failures,
+                "failed_at": self.failed_at,
                 "last_transfer": self.last_transfer,
                 "first_byte_at": self.first_byte_at,
                 "last_load": self.last_load,

@@ -94,7 +94,7 @@ class PlanDriver:
         """`nodes`: a Node list read moments ago (the controller's, at most 2 s old), so
         the tick that plans for a target that just answered lists no Nodes itself."""
         topo = topology_from_nodes(self.cluster.list_nodes() if nodes is None else nodes)
-        pool = decide_pool(PoolInput(workers, host_copies))
+        pool = decide_pool(PoolInput(workers, host_copies, now=time.time()))
         plans = [
             PlanView.of(b, last_patch=self._last_patch.get((ref.namespace, b["metadata"]["name"])))
             for b in self.cluster.list_scaleplans(ref.namespace, plan_selector(ref.name))

@@ -33,6 +33,7 @@ class PoolInput:
     workers: Sequence[WorkerView]  # instances and host copies (WorkerView.host_copy)
     host_copies: int  # spec.hostCopies
     model_digest: str | None = None  # the served model; None: what most holders hold
+    now: float | None = None  # wall clock, for load backoff; None: ignore backoff
 
 
 @dataclass(frozen=True)
@@ -62,15 +63,24 @@ def decide_pool(inp: PoolInput) -> PoolDecision:
     holders = sorted((w for w in inp.workers if w.holds(digest)), key=lambda w: w.name)
     copies = [w.name for w in holders if w.host_copy]
     sources = _sources(holders)
-    loader = None
+    loader, waiting = None, ""
     if not holders and not any(w.alive and w.phase == WorkerPhase.LOADING for w in inp.workers):
-        loader = _loader(inp.workers)
+        ready = [w for w in inp.workers if retry_in(w, inp.now) <= 0]
+        loader = _loader(ready)
+        backing = [w for w in inp.workers if w not in ready]
+        if loader is None and backing:
+            soonest = min(backing, key=lambda w: retry_in(w, inp.now))
+            waiting = (
+                f"; loading from storage backs off: {soonest.name} failed "
+                f"{soonest.failures} time(s), next try in {retry_in(soonest, inp.now):.0f} s"
+            )
     shortfall = max(inp.host_copies - len(copies), 0)
     message = (
         f"{len(holders)} holder(s), {len(sources)} source(s) ready, "
         f"{len(copies)}/{inp.host_copies} host copies"
         + (f" on {', '.join(copies)}" if copies else "")
         + (f"; {loader} loads from storage" if loader else "")
+        + waiting
     )
     return PoolDecision(
         digest, sources, [w.name for w in holders], copies, loader, shortfall, message
@@ -85,6 +95,24 @@ def _sources(holders: list[WorkerView]) -> list[Source]:
     return [
         Source(pod=w.name, tier=SourceTier.HOST if w.host_copy else SourceTier.GPU) for w in ready
     ]
+
+
+LOAD_RETRY_FIRST_S = 1.0
+LOAD_RETRY_CAP_S = 60.0
+
+
+def load_backoff_s(failures: int) -> float:
+    """Seconds to wait after `failures` failed loads in a row: 1, 2, 4, ... up to 60."""
+    if failures <= 0:
+        return 0.0
+    return float(min(LOAD_RETRY_CAP_S, LOAD_RETRY_FIRST_S * 2.0 ** (failures - 1)))
+
+
+def retry_in(w: WorkerView, now: float | None) -> float:
+    """Seconds until `w` may be asked to load again (<= 0: now)."""
+    if now is None or w.failed_at is None:
+        return 0.0
+    return w.failed_at + load_backoff_s(w.failures) - now
 
 
 def _loader(workers: Sequence[WorkerView]) -> str | None:

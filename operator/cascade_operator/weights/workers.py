@@ -11,6 +11,7 @@ neither a source nor a target.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -51,6 +52,8 @@ class WorkerView:
     # every block (the worker's own clock): the measured side of a plan's prediction.
     transfer_s: float | None = None
     error: str | None = None
+    failures: int = 0  # its jobs failed or refused in a row
+    failed_at: float | None = None  # the last one's wall clock (the worker's)
     mode: ServingMode | None = None  # how it serves now; None: status unread
     # While its engine heads an execution pipeline (live scale-ups): heads_pipeline, and
     # the wall times (its own clock) its members' blocks covered the model and it took
@@ -135,6 +138,8 @@ class WorkerView:
             missing=tuple(last.missing) if last else (),
             transfer_s=last.target_seconds if last else None,
             error=status.error,
+            failures=status.failures,
+            failed_at=status.failed_at,
             mode=status.mode,
             heads_pipeline=status.mode == ServingMode.HEAD and pipeline is not None,
             covered_at=pipeline.covered_at if pipeline else None,
@@ -144,3 +149,14 @@ class WorkerView:
             first_byte_at=status.first_byte_at,
             materialization=status.materialization,
         )
+
+
+def job_failures(workers: Sequence[WorkerView], model_uri: str | None) -> dict[str, str]:
+    """pod -> why its worker's last job failed, with the model it was given and how many
+    times in a row: what `Degraded` says (a refused load included)."""
+    model = f"model {model_uri}; " if model_uri else ""
+    return {
+        w.name: f"{w.error} ({model}{w.failures} failure(s) in a row)"
+        for w in workers
+        if w.phase == WorkerPhase.FAILED and w.error is not None
+    }
