@@ -86,6 +86,7 @@ def test_three_process_pipeline_returns_one_process_tokens(cluster: Namespace) -
             "layers": layers,
             "address": f"{ip}:{PIPELINE_PORT}",
             "coveredAt": None,
+            "redirected": 0,  # a stage of a cooperative live scale-up's source only
         }
         addresses.append(doc["stage"]["address"])
 
