@@ -56,6 +56,8 @@ def test_status_reports_identity_and_idle_phase() -> None:
         "bytesReceived": 0,
         "storeBytes": 0,
         "error": None,
+        "failures": 0,
+        "failedAt": None,
         "lastTransfer": None,
         "firstByteAt": None,
         "lastLoad": None,
