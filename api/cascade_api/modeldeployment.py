@@ -49,6 +49,13 @@ class ModelSource(ApiModel):
         max_length=253,
         description="Name clients use in the OpenAI API; defaults to the resource name.",
     )
+    digest: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="Pins the weights: the SHA-256 model digest (`cascade model inspect DIR "
+        "--blocks N` prints it, N = multicast.blocks). A checkpoint read from storage and "
+        "every plan's model must have it, or nothing serves from them.",
+    )
 
     @field_validator("uri", mode="before")
     @classmethod
@@ -59,14 +66,6 @@ class ModelSource(ApiModel):
             what = "an empty" if found == "" else f"a '{found}'"
             raise ValueError(f"{what} path segment in {uri!r}: name the directory itself")
         return uri
-
-    digest: str | None = Field(
-        default=None,
-        pattern=r"^[0-9a-f]{64}$",
-        description="Pins the weights: the SHA-256 model digest (`cascade model inspect DIR "
-        "--blocks N` prints it, N = multicast.blocks). A checkpoint read from storage and "
-        "every plan's model must have it, or nothing serves from them.",
-    )
 
 
 class Dtype(StrEnum):

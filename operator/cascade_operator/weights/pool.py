@@ -65,14 +65,14 @@ def decide_pool(inp: PoolInput) -> PoolDecision:
     sources = _sources(holders)
     loader, waiting = None, ""
     if not holders and not any(w.alive and w.phase == WorkerPhase.LOADING for w in inp.workers):
-        ready = [w for w in inp.workers if retry_in(w, inp.now) <= 0]
-        loader = _loader(ready)
-        backing = [w for w in inp.workers if w not in ready]
+        wait = {w.name: retry_in(w, inp.now) for w in inp.workers}
+        loader = _loader([w for w in inp.workers if wait[w.name] <= 0])
+        backing = [w for w in inp.workers if wait[w.name] > 0]
         if loader is None and backing:
-            soonest = min(backing, key=lambda w: retry_in(w, inp.now))
+            soonest = min(backing, key=lambda w: wait[w.name])
             waiting = (
                 f"; loading from storage backs off: {soonest.name} failed "
-                f"{soonest.failures} time(s), next try in {retry_in(soonest, inp.now):.0f} s"
+                f"{soonest.failures} time(s), next try in {wait[soonest.name]:.0f} s"
             )
     shortfall = max(inp.host_copies - len(copies), 0)
     message = (
