@@ -70,11 +70,16 @@ class Control:
     def data_listener(self) -> SharedServer[Any]:
         """The data port every transfer of this worker borrows (transport/shared.py)."""
         if self.data_port is None:
+            from cascade_protocol.peer_auth import MULTICAST
             from cascade_worker.multicast.frames import CODEC
+            from cascade_worker.refusals import count
             from cascade_worker.transport.shared import SharedServer
 
             config = self.config
-            self.data_port = SharedServer(CODEC, config.host, config.data_port, name="data")
+            self.data_port = SharedServer(
+                CODEC, config.host, config.data_port, name="data",
+                on_refused=lambda why: count(MULTICAST, why),
+            )  # fmt: skip
         return self.data_port
 
     def spawn(self, job: Awaitable[Any]) -> None:

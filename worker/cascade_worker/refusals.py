@@ -38,8 +38,9 @@ class Refusals(Collector):
     def collect(self) -> Iterator[CounterMetricFamily]:
         family = CounterMetricFamily(
             "cascade_worker_peers_refused",
-            "Requests and connections refused for missing or wrong deployment credentials "
-            "or a peer outside the plan.",
+            "Requests and connections refused: missing or wrong deployment credentials, a "
+            "peer outside the plan, a data port with nothing served, too many connections, "
+            "a UCX handshake not finished in time.",
             labels=["surface", "reason"],
         )
         with self._lock:
@@ -62,6 +63,9 @@ def reason_kind(why: str) -> str:
         "wrong credentials": "wrong_credentials",
         "outside": "stale_proof",
         "not in the plan": "not_in_plan",
+        "handshake": "unfinished_handshake",
+        "connections open": "too_many_connections",
+        "nothing is served": "idle_port",
     }
     return next((label for text, label in kinds.items() if text in why), "other")
 

@@ -183,8 +183,21 @@ class Bench:
                 if load is not None and load.backends_ready >= n:
                     return url
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{md_name(run)}: {n} ready backends not seen in {timeout_s} s")
+                raise TimeoutError(
+                    f"{md_name(run)}: {n} ready backends not seen in {timeout_s} s"
+                    + self._degraded(run)
+                )
             time.sleep(1.0)
+
+    def _degraded(self, run: str) -> str:
+        """'; Degraded: <message>' when the operator says why the run cannot get ready."""
+        md = self.custom.get_namespaced_custom_object(
+            c.GROUP, c.VERSION, self.ns, c.MD_PLURAL, md_name(run)
+        )
+        for cond in md.get("status", {}).get("conditions", []):
+            if cond.get("type") == "Degraded" and cond.get("status") == "True":
+                return f"; Degraded: {cond.get('message', '')}"
+        return ""
 
 
 def pod_ready(pod: Any) -> bool:

@@ -12,7 +12,10 @@ still held by a previous process is retried for `bind_timeout_s`.
 
 Bounds against a flood: at most `max_connections` at once (more are closed on arrival,
 counted in `refused`), and a connection's first frame (its introduction) may be at most
-`first_frame_bytes`, so N strangers announcing large frames cost N small buffers.
+`first_frame_bytes`, so N strangers announcing large frames cost N small buffers. A TCP
+connection that does not finish UCX's handshake within `handshake_timeout_s` is shut
+(transport/handshakes.py). Every connection refused (over the bound, or an unfinished
+handshake) is counted in `refused` and reported to `on_refused` with the reason.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any, Generic, TypeVar
 from cascade_worker.transport.endpoint import DEFAULT_PAYLOAD_TIMEOUT_S, Endpoint, TransportError
 from cascade_worker.transport.env import ucx
 from cascade_worker.transport.frames import FrameCodec, FrameError
+from cascade_worker.transport.handshakes import DEFAULT_HANDSHAKE_TIMEOUT_S, HandshakeWatch
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +56,16 @@ class Server(Generic[F]):
         bind_timeout_s: float = 10.0,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         first_frame_bytes: int = FIRST_FRAME_BYTES,
+        handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
+        on_refused: Callable[[str], None] | None = None,
     ) -> None:
         self._handler = handler
         self.max_connections = max_connections
         self.first_frame_bytes = first_frame_bytes
-        self.refused = 0  # connections closed on arrival: over max_connections
+        self.handshake_timeout_s = handshake_timeout_s
+        self.on_refused = on_refused
+        self._watch: asyncio.Task[None] | None = None
+        self.refused = 0  # connections closed on arrival or unfinished handshakes
         self.bind_timeout_s = bind_timeout_s
         self.codec = codec
         self.host = host
@@ -90,13 +99,26 @@ class Server(Generic[F]):
                     raise TransportError(f"cannot listen on port {self._port}: {exc}") from exc
                 log.warning("%s: port %d busy (%s); retrying", self.name, self._port, exc)
                 await asyncio.sleep(0.5)
+        if self.handshake_timeout_s is not None:
+            watch = HandshakeWatch(
+                self.port,
+                self.handshake_timeout_s,
+                lambda: self.refuse("a UCX handshake not finished in time"),
+            )
+            self._watch = asyncio.ensure_future(watch.run())
         log.info("%s listening on %s", self.name, self.address)
         return self
+
+    def refuse(self, why: str) -> None:
+        """Count a connection refused before any handler saw it."""
+        self.refused += 1
+        if self.on_refused is not None:
+            self.on_refused(why)
 
     async def _on_connect(self, ucx_ep: Any) -> None:
         ep = Endpoint(ucx_ep, self.codec, peer="client", payload_timeout_s=self.payload_timeout_s)
         if len(self._connections) >= self.max_connections:
-            self.refused += 1
+            self.refuse(f"over {self.max_connections} connections open")
             log.warning(
                 "%s: %d connections open; refusing another", self.name, self.max_connections
             )
@@ -141,6 +163,9 @@ class Server(Generic[F]):
     async def close(self) -> None:
         """Stop listening and drop every open connection."""
         await self.drop_connections()
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         if self._listener is not None:
             # UCX retires a finished handler one loop turn later; closing before that logs
             # a spurious "handlers still alive" warning.

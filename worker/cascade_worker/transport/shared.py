@@ -16,6 +16,7 @@ user's close drops its connections and keeps the port for the next one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from cascade_worker.transport.endpoint import Endpoint, TransportError
@@ -28,13 +29,24 @@ F = TypeVar("F")
 class SharedServer(Generic[F]):
     """A listener whose connections go to whoever holds the lease now."""
 
-    def __init__(self, codec: FrameCodec[F], host: str, port: int, *, name: str) -> None:
-        self.server: Server[F] = Server(self._dispatch, codec, host, port, name=name)
+    def __init__(
+        self,
+        codec: FrameCodec[F],
+        host: str,
+        port: int,
+        *,
+        name: str,
+        on_refused: Callable[[str], None] | None = None,
+    ) -> None:
+        self.server: Server[F] = Server(
+            self._dispatch, codec, host, port, name=name, on_refused=on_refused
+        )
         self._holder: Lease[F] | None = None
 
     async def _dispatch(self, ep: Endpoint[F]) -> None:
         holder = self._holder
         if holder is None:  # between users: the peer retries or reports the refusal
+            self.server.refuse("nothing is served on this port now")
             raise TransportError(f"{self.server.name}: nothing is served on this port now")
         await holder.handler(ep)
 
