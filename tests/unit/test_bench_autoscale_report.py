@@ -77,8 +77,10 @@ def _holds(goals: list[dict[str, Any]]) -> list[bool | None]:
 
 def test_goals_pass_when_cascade_is_cheap_and_close() -> None:
     runs = _rows(cas=(0.93, 3), fmax=(0.97, 6), kpa=(0.80, 3))
-    sims = {"cascade": {"slo_attainment": {"interactive": 0.88}, "instance_seconds": 33.0}}
+    sims = {"cascade": {"slo_attainment": {"interactive": 0.90}, "instance_seconds": 33.0}}
     assert _holds(compare.goals(runs, sims)) == [True, True, True, True, True, True]
+    sims["cascade"]["slo_attainment"] = {"interactive": 0.87}  # 6 points off: over 5
+    assert _holds(compare.goals(runs, sims))[4] is False
 
 
 def test_goals_fail_with_the_distance_said() -> None:
