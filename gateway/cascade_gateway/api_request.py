@@ -6,8 +6,10 @@ OpenAI). What this server cannot do (n > 1, echo, logprobs, penalties, tools) is
 refused, not silently ignored. Chat messages go to the worker as messages: it holds the
 tokenizer and renders the model's own chat template. A completion prompt given as token
 ids can be checked against the context length here, since backends report
-``max_model_len``; text prompts are checked by the worker, whose 400 is passed through.
-Pure: the caller passes the accepted model names and the context length in.
+``max_model_len``; text prompts are checked by the worker, whose 400 is passed through,
+after a cheap bound here: a prompt with more UTF-8 bytes than the context length times
+the tokenizer's longest token cannot fit, and is refused before any worker tokenizes it.
+Pure: the caller passes the accepted model names and the context bounds in.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class Limits:
     models: frozenset[str]
     # The backends' context length; 0 when no backend has reported one yet.
     max_model_len: int = 0
+    # The most UTF-8 bytes a text prompt can have and fit the context; 0: no bound known.
+    max_prompt_bytes: int = 0
 
 
 def parse_completion(body: Any, class_header: str | None, limits: Limits, request_id: str) -> Job:
@@ -82,6 +86,7 @@ def parse_completion(body: Any, class_header: str | None, limits: Limits, reques
             raise bad_request(f"'prompt' may be at most {MAX_PROMPT_CHARS} characters "
                               "long.", "prompt")  # fmt: skip
         text = prompt
+        _fits_bytes(len(text.encode("utf-8", "surrogatepass")), "prompt", limits)
     elif isinstance(prompt, list) and prompt and all(isinstance(p, str | list) for p in prompt):
         raise bad_request("Only one prompt per request is supported; send one each.", "prompt")
     elif isinstance(prompt, list):
@@ -107,6 +112,8 @@ def parse_completion(body: Any, class_header: str | None, limits: Limits, reques
 def parse_chat(body: Any, class_header: str | None, limits: Limits, request_id: str) -> Job:
     data = _common(body, limits)
     messages = fields.chat_messages(data.get("messages"))
+    size = sum(len(m.content.encode("utf-8", "surrogatepass")) for m in messages)
+    _fits_bytes(size, "messages", limits)
     fields.unsupported(data, "logprobs", (None, False))
     fields.unsupported(data, "top_logprobs", (None, 0))
     fields.unsupported(data, "tools", (None, []))
@@ -226,6 +233,19 @@ def _fit_context(ids: list[int] | None, asked: int | None, default: int, limits:
     if len(ids) + asked > limit:
         raise context_exceeded(limit, len(ids), asked)
     return asked
+
+
+def _fits_bytes(size: int, param: str, limits: Limits) -> None:
+    """Refuse a text prompt too long in bytes for any tokenization to fit the context."""
+    bound = limits.max_prompt_bytes
+    if bound > 0 and size > bound:
+        raise bad_request(
+            f"This model's maximum context length is {limits.max_model_len} tokens. However, "
+            f"the prompt has {size} bytes of text, more than that many tokens can hold "
+            f"({bound} bytes). Please reduce the prompt.",
+            param,
+            "context_length_exceeded",
+        )
 
 
 def context_exceeded(limit: int, prompt: int, completion: int) -> ApiError:

@@ -113,7 +113,9 @@ def _parse(gw: Gateway, endpoint: Endpoint, raw: bytes, class_header: str | None
             "We could not parse the JSON body of your request. (HINT: This likely means you "
             "aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)"
         ) from None
-    limits = Limits(models=gw.models(), max_model_len=gw.max_model_len())
+    limits = Limits(
+        models=gw.models(), max_model_len=gw.max_model_len(), max_prompt_bytes=gw.max_prompt_bytes()
+    )
     parse = parse_chat if endpoint is Endpoint.CHAT else parse_completion
     return parse(body, class_header, limits, response_id(endpoint, uuid.uuid4().hex))
 

@@ -165,6 +165,18 @@ def context_length(views: Sequence[BackendView]) -> int:
     return min(lengths, default=0)
 
 
+def prompt_bytes_bound(views: Sequence[BackendView]) -> int:
+    """The most UTF-8 bytes a text prompt may have and still fit the context (0: no
+    bound known): the context length times the longest token any ready backend's
+    tokenizer has (the largest: the safe side while a rollout mixes tokenizers)."""
+    longest = [
+        v.report.max_token_bytes
+        for v in views
+        if v.report is not None and v.report.ready and v.report.max_token_bytes > 0
+    ]
+    return context_length(views) * max(longest, default=0)
+
+
 def next_wakeup(views: Iterable[BackendView], now: float) -> float | None:
     """The earliest cool-down end in the future: when waiting requests should look again."""
     ends = [

@@ -16,7 +16,7 @@ from cascade_gateway.backends import BackendPool
 from cascade_gateway.config import GatewayConfig
 from cascade_gateway.demand import DemandTracker
 from cascade_gateway.metrics import GatewayMetrics
-from cascade_gateway.router import context_length, ready_count
+from cascade_gateway.router import context_length, prompt_bytes_bound, ready_count
 from cascade_gateway.scheduler import Scheduler
 from cascade_protocol.service import Health
 
@@ -46,6 +46,9 @@ class Gateway:
 
     def max_model_len(self) -> int:
         return context_length(self.pool.views())
+
+    def max_prompt_bytes(self) -> int:
+        return prompt_bytes_bound(self.pool.views())
 
     def serving(self) -> bool:
         """Some backend is routable now (else requests are held)."""

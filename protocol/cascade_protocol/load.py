@@ -27,6 +27,9 @@ class LoadReport(Message):
     kv_cache_usage: float = 0.0  # fraction of KV-cache slots/tokens in use
     tokens_per_s: float = 0.0  # generated tokens per second, recent average
     max_model_len: int = 0  # context length: prompt + max_tokens must fit
+    # The tokenizer's longest token in UTF-8 bytes: a prompt longer than max_model_len
+    # such tokens cannot fit, refused before it is tokenized (0: no bound known).
+    max_token_bytes: int = 0
     layers: tuple[int, int] | None = None  # the layer range this instance runs
     # The local autoscaler's last judged window (Chiron Algorithm 1); None: not judged yet.
     latency_backpressure: float | None = None  # ITL / tightest ITL SLO of running requests

@@ -70,6 +70,19 @@ def test_token_prompts_are_checked_against_the_context() -> None:
     assert completion(prompt=list(range(99)), limits=unknown).request.params.max_tokens == 16
 
 
+def test_text_prompts_longer_than_the_context_can_hold_are_refused_before_tokenizing() -> None:
+    bounded = Limits(models=frozenset({"m"}), max_model_len=32, max_prompt_bytes=32 * 10)
+    assert completion(prompt="x" * 320, limits=bounded).request.prompt == "x" * 320
+    over = error_of(completion, prompt="x" * 321, limits=bounded)
+    assert (over.status, over.param, over.code) == (400, "prompt", "context_length_exceeded")
+    assert "321 bytes" in over.message and "32 tokens" in over.message
+    wide = error_of(completion, prompt="é" * 161, limits=bounded)  # 322 bytes, 161 chars
+    assert wide.code == "context_length_exceeded"
+    messages = [{"role": "system", "content": "y" * 200}, {"role": "user", "content": "z" * 121}]
+    assert error_of(chat, messages=messages, limits=bounded).param == "messages"
+    assert completion(prompt="x" * 9999).request.prompt  # no bound known: the worker checks
+
+
 def test_sampling_fields() -> None:
     params = completion(
         max_tokens=5, temperature=0, top_p=0.9, seed=3, stop="x", stop_token_ids=[2],

@@ -82,6 +82,19 @@ def test_the_engine_renders_and_tokenizes_as_transformers(model_dir: Path) -> No
         assert got == ref.prompt_ids, ref.prompt
 
 
+def test_no_token_covers_more_bytes_than_the_bound_the_gateway_uses(model_dir: Path) -> None:
+    """A prompt of B bytes needs at least B / max_token_bytes tokens, or the gateway's
+    cheap context check would refuse prompts that fit."""
+    tokenizer = EngineTokenizer.from_model_dir(model_dir)
+    assert tokenizer is not None
+    bound = tokenizer.max_token_bytes
+    assert 8 < bound < 1000
+    texts = [ref.prompt for ref in references()] + [" " * 5000, "-" * 5000, "é🙂x" * 999]
+    for text in texts:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert len(text.encode()) <= len(ids) * bound, text[:40]
+
+
 def test_the_chat_answer_is_the_models(model_dir: Path) -> None:
     """Through the engine's own tokenizer, template and eos ids (no transformers)."""
     engine = LLMEngine.from_model_dir(model_dir, kv_cache_tokens=1024)

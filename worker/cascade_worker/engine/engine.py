@@ -158,6 +158,7 @@ class LLMEngine:
             max_batch=self.scheduler.max_batch,
             kv_cache_usage=self.scheduler.kv_usage,
             max_model_len=self.max_model_len,
+            max_token_bytes=self.tokenizer.max_token_bytes if self.tokenizer else 0,
             prefill_tokens=self.last_prefill_tokens,
             step_s=self.last_step_s,
         )

@@ -33,6 +33,7 @@ class EngineStats(BaseModel):
     max_batch: int
     kv_cache_usage: float
     max_model_len: int
+    max_token_bytes: int = 0  # the tokenizer's longest token in bytes (0: none or unknown)
     # The last step: prompt tokens it prefilled, and its compute time (0: not measured).
     # A step with no prefill is a pure decode step, whose tokens/s is the batch's own
     # speed, which the local autoscaler compares between caps.

@@ -12,6 +12,7 @@ deltas and never emits half a UTF-8 character (byte-level BPE splits characters)
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,6 +44,7 @@ class EngineTokenizer:
         chat_template: str | None = None,
     ) -> None:
         self._tok = Tokenizer.from_str(tokenizer_json)
+        self._has_normalizer = json.loads(tokenizer_json).get("normalizer") is not None
         self.bos_token = _token_text(tokenizer_config.get("bos_token"))
         self.eos_token = _token_text(tokenizer_config.get("eos_token"))
         self.eos_token_id = self._tok.token_to_id(self.eos_token) if self.eos_token else None
@@ -76,6 +78,20 @@ class EngineTokenizer:
     @property
     def vocab_size(self) -> int:
         return int(self._tok.get_vocab_size())
+
+    @functools.cached_property
+    def max_token_bytes(self) -> int:
+        """The most UTF-8 bytes of text one token covers, so a prompt of B bytes needs at
+        least B / this many tokens (the gateway's cheap context check); 0 when unknown.
+
+        Decoded one by one, special tokens included; +1 for a leading space a decoder
+        strips (Metaspace). A normalizer may fold several input characters into one, so
+        a tokenizer with one has no such bound."""
+        if self._has_normalizer:
+            return 0
+        n = self._tok.get_vocab_size()
+        texts = self._tok.decode_batch([[i] for i in range(n)], skip_special_tokens=False)
+        return max((len(t.encode("utf-8")) for t in texts), default=0) + 1
 
     def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens).ids)

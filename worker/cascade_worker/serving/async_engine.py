@@ -146,6 +146,7 @@ class AsyncEngine:
             max_batch=now.max_batch, engine_max_batch=now.engine_max_batch,
             kv_cache_usage=now.kv_cache_usage, tokens_per_s=now.tokens_per_s,
             max_model_len=self._stats.max_model_len,
+            max_token_bytes=self._stats.max_token_bytes,
             latency_backpressure=now.latency_backpressure,
             throughput_backpressure=now.throughput_backpressure,
             backpressure=now.backpressure,
