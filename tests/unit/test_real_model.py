@@ -9,6 +9,7 @@ together in the engine and split into stages as a pipeline splits it.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,10 @@ import torch
 from engine_harness import drain, request, token_ids
 from real_model import NEW_TOKENS, PROMPTS, ensure_real_model, references
 
-from cascade_protocol.generate import SamplingParams
+from cascade_protocol.generate import ChatMessage, GenerateRequest, SamplingParams
 from cascade_worker.engine.engine import LLMEngine
+from cascade_worker.engine.protocol import RequestRejected
+from cascade_worker.engine.requests import prepare_prompt
 from cascade_worker.engine.tokenizer import EngineTokenizer
 from cascade_worker.model.gguf_import import default_gguf, import_gguf
 
@@ -93,6 +96,25 @@ def test_no_token_covers_more_bytes_than_the_bound_the_gateway_uses(model_dir: P
     for text in texts:
         ids = tokenizer.encode(text, add_special_tokens=False)
         assert len(text.encode()) <= len(ids) * bound, text[:40]
+
+
+def test_the_worker_refuses_text_too_long_for_the_context_without_tokenizing_it(
+    model_dir: Path,
+) -> None:
+    tokenizer = EngineTokenizer.from_model_dir(model_dir)
+    assert tokenizer is not None
+    text = ("The quick brown fox jumps over the lazy dog. " * 20_000)[:900_000]
+    assert tokenizer.max_token_bytes  # found once, as the engine's first stats do at start
+    for req in (
+        GenerateRequest(request_id="t", prompt=text),
+        GenerateRequest(request_id="c", messages=[ChatMessage(role="user", content=text)]),
+    ):
+        start = time.perf_counter()
+        with pytest.raises(RequestRejected, match="bytes of text"):
+            prepare_prompt(req, tokenizer, vocab=tokenizer.vocab_size, max_model_len=8192)
+        assert time.perf_counter() - start < 0.05  # tokenizing it would take seconds
+    fits = GenerateRequest(request_id="f", prompt=text[:20_000])
+    assert prepare_prompt(fits, tokenizer, vocab=tokenizer.vocab_size, max_model_len=8192)
 
 
 def test_the_chat_answer_is_the_models(model_dir: Path) -> None:
