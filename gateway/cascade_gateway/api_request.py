@@ -86,7 +86,6 @@ def parse_completion(body: Any, class_header: str | None, limits: Limits, reques
             raise bad_request(f"'prompt' may be at most {MAX_PROMPT_CHARS} characters "
                               "long.", "prompt")  # fmt: skip
         text = prompt
-        _fits_bytes(len(text.encode("utf-8", "surrogatepass")), "prompt", limits)
     elif isinstance(prompt, list) and prompt and all(isinstance(p, str | list) for p in prompt):
         raise bad_request("Only one prompt per request is supported; send one each.", "prompt")
     elif isinstance(prompt, list):
@@ -106,14 +105,13 @@ def parse_completion(body: Any, class_header: str | None, limits: Limits, reques
         params=_sampling(data, max_tokens),
         request_class=_request_class(data, class_header),
     )
+    _fits_bytes(request, limits)
     return _job(Endpoint.COMPLETIONS, data, request)
 
 
 def parse_chat(body: Any, class_header: str | None, limits: Limits, request_id: str) -> Job:
     data = _common(body, limits)
     messages = fields.chat_messages(data.get("messages"))
-    size = sum(len(m.content.encode("utf-8", "surrogatepass")) for m in messages)
-    _fits_bytes(size, "messages", limits)
     fields.unsupported(data, "logprobs", (None, False))
     fields.unsupported(data, "top_logprobs", (None, 0))
     fields.unsupported(data, "tools", (None, []))
@@ -134,6 +132,7 @@ def parse_chat(body: Any, class_header: str | None, limits: Limits, request_id: 
         params=_sampling(data, max_tokens),
         request_class=_request_class(data, class_header),
     )
+    _fits_bytes(request, limits)
     return _job(Endpoint.CHAT, data, request)
 
 
@@ -235,15 +234,15 @@ def _fit_context(ids: list[int] | None, asked: int | None, default: int, limits:
     return asked
 
 
-def _fits_bytes(size: int, param: str, limits: Limits) -> None:
+def _fits_bytes(request: GenerateRequest, limits: Limits) -> None:
     """Refuse a text prompt too long in bytes for any tokenization to fit the context."""
-    bound = limits.max_prompt_bytes
+    bound, size = limits.max_prompt_bytes, request.text_bytes()
     if bound > 0 and size > bound:
         raise bad_request(
             f"This model's maximum context length is {limits.max_model_len} tokens. However, "
             f"the prompt has {size} bytes of text, more than that many tokens can hold "
             f"({bound} bytes). Please reduce the prompt.",
-            param,
+            request.text_param,
             "context_length_exceeded",
         )
 

@@ -110,6 +110,20 @@ class GenerateRequest(Message):
             raise ValueError("resume.token_ids must be fewer than max_tokens")
         return self
 
+    def text_bytes(self) -> int:
+        """UTF-8 bytes of the text a tokenizer would read (the prompt, or the messages'
+        contents; 0 for token ids): at least this over the tokenizer's longest token
+        many tokens, checked by the gateway and the worker before tokenizing."""
+        texts = (
+            [self.prompt] if self.prompt is not None else [m.content for m in self.messages or ()]
+        )
+        return sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+
+    @property
+    def text_param(self) -> str:
+        """The field that holds the text: where an error about its length points."""
+        return "messages" if self.messages is not None else "prompt"
+
 
 class GenerateChunk(Message):
     request_id: str

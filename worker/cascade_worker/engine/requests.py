@@ -34,19 +34,9 @@ def prepare_prompt(
             )
     elif tokenizer is None:
         raise RequestRejected("this model has no tokenizer; send prompt_token_ids", "prompt")
-    elif request.messages is not None:
-        messages = [m.model_dump() for m in request.messages]
-        size = sum(len(m["content"].encode("utf-8", "surrogatepass")) for m in messages)
-        _fits_bytes(size, tokenizer, max_model_len)
-        try:
-            ids = tokenizer.encode_chat(messages)
-        except Exception as exc:  # template errors (raise_exception, jinja) reach the client
-            raise RequestRejected(f"cannot render the chat template: {exc}", "messages") from exc
     else:
-        _fits_bytes(
-            len((request.prompt or "").encode("utf-8", "surrogatepass")), tokenizer, max_model_len
-        )
-        ids = tokenizer.encode(request.prompt or "")
+        _fits_bytes(request, tokenizer, max_model_len)
+        ids = _tokenize(request, tokenizer)
     if not ids:
         raise RequestRejected("the prompt is empty after tokenization", "prompt")
     if len(ids) >= max_model_len:
@@ -68,14 +58,23 @@ def prepare_prompt(
     return ids
 
 
-def _fits_bytes(size: int, tokenizer: EngineTokenizer, max_model_len: int) -> None:
+def _tokenize(request: GenerateRequest, tokenizer: EngineTokenizer) -> list[int]:
+    if request.messages is None:
+        return tokenizer.encode(request.prompt or "")
+    try:
+        return tokenizer.encode_chat([m.model_dump() for m in request.messages])
+    except Exception as exc:  # template errors (raise_exception, jinja) reach the client
+        raise RequestRejected(f"cannot render the chat template: {exc}", "messages") from exc
+
+
+def _fits_bytes(request: GenerateRequest, tokenizer: EngineTokenizer, max_model_len: int) -> None:
     """Refuse, before tokenizing it, text too long for any tokenization to fit."""
-    bound = max_model_len * tokenizer.max_token_bytes
+    bound, size = max_model_len * tokenizer.max_token_bytes, request.text_bytes()
     if tokenizer.max_token_bytes and size > bound:
         raise RequestRejected(
             f"the prompt has {size} bytes of text, more than {max_model_len} tokens (the "
             f"context length) can hold ({bound} bytes)",
-            "prompt",
+            request.text_param,
         )
 
 

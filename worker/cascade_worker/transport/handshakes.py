@@ -77,7 +77,6 @@ class HandshakeWatch:
         self.bound_s = bound_s
         self.on_shut = on_shut
         self._seen: dict[int, float] = {}  # inode -> when first seen silent
-        self.shut = 0
 
     def sweep(self, now: float) -> int:
         """One look at the port; how many connections it shut."""
@@ -98,7 +97,6 @@ class HandshakeWatch:
             else:
                 silent[inode] = first
         self._seen = silent
-        self.shut += closed
         return closed
 
     async def run(self) -> None:
