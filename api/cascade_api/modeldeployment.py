@@ -42,7 +42,8 @@ class ModelSource(ApiModel):
     uri: str = Field(
         pattern=MODEL_URI_PATTERN,
         description="Where the weights live: file:///abs/path or pvc://<claim>/<path>. "
-        "Path segments may not be empty, '.' or '..'.",
+        "Path segments may not be empty, '.' or '..'; a file:// path must lie below one of "
+        "the operator's model roots (chart value models.fileRoots).",
     )
     served_name: str | None = Field(
         default=None,

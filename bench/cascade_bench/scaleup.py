@@ -180,7 +180,7 @@ def run(cfg: ScaleupConfig, say: Callable[[str], None] = print) -> dict[str, Any
     if cfg.namespace is None:
         core.create_namespace({"metadata": {"name": ns}})
     try:
-        with _operator(ns, cfg.run_operator):
+        with _operator(ns, cfg.run_operator, cfg.model_path.resolve()):
             return _scaleup(cfg, core, custom, ns, name, say)
     finally:
         if cfg.namespace is None:
@@ -254,8 +254,9 @@ def _wait(check: Callable[[], bool], timeout_s: float, what: str) -> None:
 
 
 @contextmanager
-def _operator(ns: str, start: bool) -> Iterator[None]:
-    """A `cascade-operator` watching `ns` for the bench (when no installed one does)."""
+def _operator(ns: str, start: bool, model: Path | None = None) -> Iterator[None]:
+    """A `cascade-operator` watching `ns` for the bench (when no installed one does),
+    letting pods read `model` if given (else its default model roots)."""
     if not start:
         yield
         return
@@ -264,7 +265,7 @@ def _operator(ns: str, start: bool) -> Iterator[None]:
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [str(exe), "--namespace", ns, "--liveness-port", "0", "--metrics-port", "0"],
-            env=dict(os.environ),
+            env=dict(os.environ) | ({"CASCADE_MODEL_ROOTS": str(model)} if model else {}),
             stdout=out,
             stderr=subprocess.STDOUT,
         )

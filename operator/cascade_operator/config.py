@@ -23,6 +23,8 @@ DEFAULT_OPERATOR_LABELS = (
     ("app.kubernetes.io/name", "cascade"),
     ("app.kubernetes.io/component", "operator"),
 )
+# Where `file://` models may live on the nodes: the dev cluster's model directory.
+DEFAULT_MODEL_ROOTS = ("/var/lib/cascade/models",)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ class OperatorConfig:
     hop_latency_s: float = 0.0  # per chain hop
     step_latency_s: float | None = None  # per binomial step (None: hop_latency_s)
     learn_hop_latency: bool = True
+    # The node directories a `file://` model may name (chart value models.fileRoots,
+    # env CASCADE_MODEL_ROOTS, comma-separated absolute paths): a worker mounts nothing
+    # else of the node's.
+    model_roots: tuple[str, ...] = DEFAULT_MODEL_ROOTS
 
     @classmethod
     def from_env(cls) -> OperatorConfig:
@@ -64,6 +70,8 @@ class OperatorConfig:
             step_latency_s=_seconds(os.environ.get("CASCADE_STEP_LATENCY_S", "")),
             learn_hop_latency=os.environ.get("CASCADE_HOP_LEARN", "1").lower()
             not in ("0", "false", "no"),
+            model_roots=parse_roots(os.environ.get("CASCADE_MODEL_ROOTS", ""))
+            or DEFAULT_MODEL_ROOTS,
         )
 
     @property
@@ -80,3 +88,12 @@ def parse_labels(text: str) -> tuple[tuple[str, str], ...]:
     """`k=v,k2=v2` (a label selector of equality terms) as sorted pairs; blanks skipped."""
     pairs = (term.split("=", 1) for term in text.split(",") if "=" in term)
     return tuple(sorted((k.strip(), v.strip()) for k, v in pairs if k.strip()))
+
+
+def parse_roots(text: str) -> tuple[str, ...]:
+    """Comma-separated absolute directories; a relative one is an error naming it."""
+    roots = tuple(r.strip().rstrip("/") or "/" for r in text.split(",") if r.strip())
+    relative = [r for r in roots if not r.startswith("/")]
+    if relative:
+        raise ValueError(f"CASCADE_MODEL_ROOTS: {relative[0]!r} is not an absolute path")
+    return roots

@@ -114,7 +114,7 @@ class Controller:
 
     def autoscale(self, namespace: str, name: str, spec: Body) -> None:
         """The autoscaler's timer: a tick for deployments whose replicas Cascade owns."""
-        parsed = parse_spec(spec).accepted
+        parsed = parse_spec(spec, self.cfg.model_roots).accepted
         if parsed is not None and parsed.scaling.owner == AutoscalerOwner.CASCADE:
             self.reconcile(namespace, name, autoscale=True)
 
@@ -123,7 +123,7 @@ class Controller:
         ns, generation = ref.namespace, int(body["metadata"].get("generation", 0))
         stored: Body = body.get("status") or {}
         previous = ModelDeploymentStatus.model_validate(stored)
-        parsed = parse_spec(body.get("spec") or {})
+        parsed = parse_spec(body.get("spec") or {}, self.cfg.model_roots)
         spec = parsed.accepted
         pods = self._pods(ns, builders.worker_selector(ref.name))
         hosts = self._pods(ns, host_copy_selector(ref.name))

@@ -1,8 +1,10 @@
 """The spec as the operator reads it: parsed and checked once per reconcile.
 
 A spec the API server accepted can still break an invariant the 1.20 schema cannot
-express (min > max, ...). Such a spec changes nothing that runs: the operator keeps the
-pods of the last accepted spec and reports the violations, each naming its field.
+express (min > max, ...), or name a node path outside the directories this operator lets
+pods read (a `file://` model outside its model roots: `file:///etc` would have a worker
+read the node's /etc). Such a spec changes nothing that runs: the operator keeps the pods
+of the last accepted spec and reports the violations, each naming its field.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ class ParsedSpec:
         return self.spec if not self.problems else None
 
 
-def parse_spec(raw: dict[str, Any]) -> ParsedSpec:
-    """The typed spec with the violations that name the offending fields."""
+def parse_spec(raw: dict[str, Any], model_roots: tuple[str, ...] = ()) -> ParsedSpec:
+    """The typed spec with the violations that name the offending fields; with
+    `model_roots`, a `file://` model must lie below one of them."""
     try:
         spec = ModelDeploymentSpec.model_validate(raw)
     except ValidationError as err:
@@ -38,4 +41,22 @@ def parse_spec(raw: dict[str, Any]) -> ParsedSpec:
             path = ".".join(["spec", *(to_camel(str(p)) for p in e["loc"])])
             found.append(Violation(path, f"{path}: {e['msg']}"))
         return ParsedSpec(None, found)
-    return ParsedSpec(spec, violations(spec))
+    return ParsedSpec(spec, violations(spec) + _outside_roots(spec.model.uri, model_roots))
+
+
+def _outside_roots(uri: str, roots: tuple[str, ...]) -> list[Violation]:
+    """A `file://` path below none of the roots (the URI pattern already refused '..'
+    and '.' segments, so a prefix of whole segments is containment)."""
+    if not roots or not uri.startswith("file://"):
+        return []
+    path = uri.removeprefix("file://").rstrip("/")
+    if any(path == r.rstrip("/") or path.startswith(r.rstrip("/") + "/") for r in roots):
+        return []
+    allowed = ", ".join(roots)
+    return [
+        Violation(
+            "spec.model.uri",
+            f"spec.model.uri: {uri} is outside the model roots this operator allows "
+            f"({allowed}; chart value models.fileRoots)",
+        )
+    ]

@@ -181,12 +181,20 @@ def test_operator_deployment_defaults(render: Render) -> None:
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["CASCADE_WORKER_IMAGE"] == c.WORKER_IMAGE
     assert env["CASCADE_GATEWAY_IMAGE"] == c.GATEWAY_IMAGE
+    assert env["CASCADE_MODEL_ROOTS"] == "/var/lib/cascade/models"
     probe = container["livenessProbe"]["httpGet"]
     assert probe["path"] == c.HEALTH_PATH
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports[probe["port"]] == 8080
     assert container["resources"]["requests"]
     assert pod["spec"]["serviceAccountName"] == "cascade"
+
+
+def test_model_roots_reach_the_operator(render: Render) -> None:
+    deployment = operator_deployment(render("models.fileRoots={/data/a,/mnt/b}"))
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["CASCADE_MODEL_ROOTS"] == "/data/a,/mnt/b"
 
 
 def test_security_context_is_restricted(render: Render) -> None:

@@ -47,6 +47,8 @@ SCHEMA_ERROR = "values don't meet the specifications of the schema"
         ("rdma.resourceName=rdma ib", "rdma.resourceName: Does not match pattern"),
         ("rdma.count=0", "rdma.count: Must be greater than or equal to 1"),
         ("rdma.devices=1", "Additional property devices is not allowed"),
+        ("models.fileRoots={models}", "models.fileRoots.0: Does not match pattern"),
+        ("models.fileRoots={/a,b}", "models.fileRoots.1: Does not match pattern"),
     ],
 )
 def test_bad_value_is_rejected(render_error: RenderError, value: str, message: str) -> None:

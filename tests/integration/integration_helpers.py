@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 import uuid
@@ -150,20 +151,30 @@ def model_deployment(
     }
 
 
-class OperatorProcess:
-    """A `cascade-operator` watching one namespace, as a process a test may kill."""
+# The directories the tests' operators let `file://` models name: the example model's
+# and the temporary one pytest's tmp_path lies in (small_model's checkpoints).
+MODEL_ROOTS = f"{EXAMPLE_MODEL.parent},{tempfile.gettempdir()}"
 
-    def __init__(self, dev: DevCluster, namespace: str, log: Path, metrics_port: int = 0) -> None:
+
+class OperatorProcess:
+    """A `cascade-operator` watching one namespace (None: all), as a process a test may
+    kill and start again."""
+
+    def __init__(
+        self, dev: DevCluster, namespace: str | None, log: Path, metrics_port: int = 0
+    ) -> None:
         self.dev, self.namespace, self.log = dev, namespace, log
         self.metrics_port = metrics_port  # 0: no /metrics (operators of tests share the host)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        watch = ["--namespace", self.namespace] if self.namespace else []
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [str(BIN / "cascade-operator"), "--namespace", self.namespace,
+                [str(BIN / "cascade-operator"), *watch,
                  "--liveness-port", "0", "--metrics-port", str(self.metrics_port)],
-                env={**os.environ, "KUBECONFIG": str(self.dev.kubeconfig)},
+                env={**os.environ, "KUBECONFIG": str(self.dev.kubeconfig),
+                     "CASCADE_MODEL_ROOTS": MODEL_ROOTS},
                 stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
 
@@ -181,6 +192,10 @@ class OperatorProcess:
             self.proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
 
 @contextmanager

@@ -8,7 +8,6 @@ an operator killed mid-reconcile converging without duplicates, and deletion.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from integration_helpers import http, model_deployment, pod_ready
+from integration_helpers import OperatorProcess, http, model_deployment, pod_ready
 
 from cascade_dev.testing import wait_for
 
@@ -60,39 +59,6 @@ class Kubectl:
         return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
-class OperatorProcess:
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
-        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [str(BIN / "cascade-operator"), "--liveness-port", "0", "--metrics-port", "0"],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-
 @pytest.fixture(scope="module")
 def kubectl(dev_cluster: Any) -> Iterator[Kubectl]:
     ns = f"cascade-it-{uuid.uuid4().hex[:6]}"
@@ -108,9 +74,7 @@ def kubectl(dev_cluster: Any) -> Iterator[Kubectl]:
 def operator(
     dev_cluster: Any, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(
-        Path(dev_cluster.kubeconfig), tmp_path_factory.mktemp("op") / "operator.log"
-    )
+    proc = OperatorProcess(dev_cluster, None, tmp_path_factory.mktemp("op") / "operator.log")
     proc.start()
     yield proc
     proc.stop()
@@ -201,15 +165,17 @@ def test_schema_rejects_bad_values(kubectl: Kubectl, patch: dict[str, Any], fiel
 
 
 def test_a_model_that_cannot_load_is_degraded_and_its_loads_back_off(
-    kubectl: Kubectl, operator: OperatorProcess
+    kubectl: Kubectl, operator: OperatorProcess, tmp_path: Path
 ) -> None:
-    """A directory that is no model (file:///etc): the worker refuses the load, its
+    """A directory that is no model (an empty one): the worker refuses the load, its
     status counts the failure, the deployment is Degraded naming the pod, the URI and
     the reason within 30 s, and the operator's load orders back off (1, 2, 4 ... s)
     instead of coming once a tick."""
     from cascade_api.constants import WORKER_PORT
 
-    kubectl.apply(model_deployment("noload", 1, model=Path("/etc")))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    kubectl.apply(model_deployment("noload", 1, model=empty))
 
     def degraded() -> bool:
         return condition(kubectl, "noload", "Degraded").get("reason") == "WorkerJobFailed"
@@ -218,7 +184,7 @@ def test_a_model_that_cannot_load_is_degraded_and_its_loads_back_off(
     message = condition(kubectl, "noload", "Degraded")["message"]
     print(message)
     assert "noload-0" in message and "not a model directory" in message
-    assert "file:///etc" in message
+    assert f"file://{empty}" in message
     [pod] = kubectl.worker_pods("noload")
     url = f"http://{pod['status']['podIP']}:{WORKER_PORT}/v1/status"
     first = http("GET", url)[1]
@@ -230,6 +196,25 @@ def test_a_model_that_cannot_load_is_degraded_and_its_loads_back_off(
     # 8, 16 s it is at most 5 more.
     assert later["failures"] - first["failures"] <= 5, (first["failures"], later["failures"])
     kubectl("delete", "md", "noload", "--wait=false")
+
+
+def test_a_file_model_outside_the_model_roots_is_refused_naming_them(
+    kubectl: Kubectl, operator: OperatorProcess
+) -> None:
+    """file:///etc passes the URI pattern (no dot segments) but lies below none of the
+    operator's model roots: Degraded (InvalidSpec) naming spec.model.uri and the roots,
+    and no pod is made that would read the node's /etc."""
+    kubectl.apply(model_deployment("etc", 1, model=Path("/etc")))
+    wait_for("Degraded", lambda: condition(kubectl, "etc", "Degraded").get("status") == "True")
+    degraded = condition(kubectl, "etc", "Degraded")
+    print(degraded["message"])
+    assert degraded["reason"] == "InvalidSpec"
+    assert (
+        "spec.model.uri" in degraded["message"] and "/var/lib/cascade/models" in degraded["message"]
+    )
+    time.sleep(3)  # a few reconciles: still no pod
+    assert kubectl.worker_pods("etc") == []
+    kubectl("delete", "md", "etc", "--wait=false")
 
 
 def test_invariant_violation_is_degraded_and_operator_survives(

@@ -16,8 +16,6 @@ session's cluster has at least 8 (a reused one is grown to them).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,7 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
-from integration_helpers import BIN, ROOT, Namespace, generated, http
+from integration_helpers import ROOT, Namespace, OperatorProcess, generated, http
 
 from cascade_api.constants import WORKER_PORT
 from cascade_bench.scaleup import plan_table, timings
@@ -40,52 +38,19 @@ PROMPT = {"prompt_token_ids": [5, 9, 14, 200, 17], "params": {
     "max_tokens": 12, "temperature": 0.0, "ignore_eos": True}}  # fmt: skip
 
 
-class Operator:
-    """A `cascade-operator` process for one namespace that the test can restart."""
-
-    def __init__(self, dev: DevCluster, ns: str, log: Path) -> None:
-        self.dev, self.ns, self.log = dev, ns, log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    str(BIN / "cascade-operator"),
-                    "--namespace",
-                    self.ns,
-                    "--liveness-port",
-                    "0",
-                    "--metrics-port",
-                    "0",
-                ],
-                env={**os.environ, "KUBECONFIG": str(self.dev.kubeconfig)},
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()  # no graceful stop: a crash mid-plan
-            self.proc.wait(timeout=15)
-            self.proc = None
-
-
 @pytest.fixture
-def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[tuple[Namespace, Operator]]:
+def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[tuple[Namespace, OperatorProcess]]:
     ns = Namespace(dev_cluster, f"cascade-sp-{uuid.uuid4().hex[:6]}")
     dev_cluster.kubectl("apply", "--validate=false", "-f", str(ROOT / "crds"))
     dev_cluster.kubectl("create", "namespace", ns.ns)
-    op = Operator(dev_cluster, ns.ns, tmp_path / "operator.log")
+    op = OperatorProcess(dev_cluster, ns.ns, tmp_path / "operator.log")
     op.start()
     try:
         yield ns, op
     finally:
         ns.kubectl("delete", "md", "--all", "--wait=false", check=False)
         dev_cluster.kubectl("delete", "namespace", ns.ns, "--wait=false", check=False)
-        if op.proc is not None:
-            op.proc.terminate()
-            op.proc.wait(timeout=15)
+        op.stop()
         print((tmp_path / "operator.log").read_text()[-4000:])
 
 
@@ -138,7 +103,7 @@ def start_one(ns: Namespace) -> list[int]:
 
 
 def test_scale_1_to_6_streams_weights_along_plans(
-    cluster: tuple[Namespace, Operator],
+    cluster: tuple[Namespace, OperatorProcess],
 ) -> None:
     ns, _ = cluster
     reference = start_one(ns)
@@ -184,7 +149,9 @@ def test_scale_1_to_6_streams_weights_along_plans(
     print(f"status.instances[].blocksLoaded: {shown()}")
 
 
-def test_operator_restart_mid_plan_never_duplicates(cluster: tuple[Namespace, Operator]) -> None:
+def test_operator_restart_mid_plan_never_duplicates(
+    cluster: tuple[Namespace, OperatorProcess],
+) -> None:
     ns, op = cluster
     reference = start_one(ns)
     scale(ns, 6)
