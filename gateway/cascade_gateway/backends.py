@@ -8,7 +8,8 @@ and role, so the operator relabelling a pod re-routes it at once). Each backend'
 the report, which makes the backend unroutable until it answers again. Dispatch failures put a
 backend on a short cool-down (``avoid``) so the next requests go elsewhere without
 waiting for the next poll. Every change calls ``on_change`` so the scheduler can place
-waiting requests at once instead of polling for capacity.
+waiting requests at once instead of polling for capacity. Each backend's open streams
+and last progress feed the stall watch (stalls.py, ``stall_loop``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 
 from cascade_gateway.discovery import Discovered
-from cascade_gateway.router import BackendView
+from cascade_gateway.router import BackendView, routable
+from cascade_gateway.stalls import Cut, Liveness, stalled
 from cascade_gateway.upstream import fetch_load
 from cascade_protocol.generate import RequestClass
 from cascade_protocol.load import LoadReport
@@ -32,6 +34,9 @@ log = logging.getLogger(__name__)
 
 
 JOIN_POLL_S = 0.2  # how often backends that are not ready are polled between rounds
+# A stalled backend is skipped for this many stall bounds: past the worker's own stall
+# readiness (cascade_worker.serving.liveness), which then keeps it out until it steps.
+STALL_AVOID_BOUNDS = 4
 
 
 @dataclass
@@ -47,9 +52,15 @@ class BackendState:
     avoid_until: float = 0.0
     # Why the last poll or request failed; "" while healthy. For /v1/load and logs.
     error: str = ""
+    # Open generate streams, and when the backend last made progress (stalls.py).
+    streams: set[Cut] = field(default_factory=set)
+    progress_at: float = 0.0
 
     def view(self) -> BackendView:
         return BackendView(self.url, self.report, self.in_flight, self.avoid_until, self.role)
+
+    def liveness(self, now: float) -> Liveness:
+        return Liveness(self.url, len(self.streams), self.progress_at, routable(self.view(), now))
 
 
 class BackendPool:
@@ -95,6 +106,9 @@ class BackendPool:
             return
         if report is None and state.report is not None:
             log.warning("backend %s down: %s", url, error)
+        old = state.report
+        if report is not None and old is not None and report.engine_steps != old.engine_steps:
+            state.progress_at = self.clock()
         state.report, state.error = report, error
         self.on_change()
 
@@ -104,6 +118,45 @@ class BackendPool:
         if state is not None:
             state.avoid_until = max(state.avoid_until, self.clock() + seconds)
             state.error = error
+
+    def open_stream(self, url: str) -> Cut:
+        """A stream to `url` starts: its handle, and the backend's stall clock restarts."""
+        cut = Cut()
+        state = self._states.get(url)
+        if state is not None:
+            state.streams.add(cut)
+            state.progress_at = self.clock()
+        return cut
+
+    def close_stream(self, url: str, cut: Cut) -> None:
+        state = self._states.get(url)
+        if state is not None:
+            state.streams.discard(cut)
+
+    def progressed(self, url: str) -> None:
+        """A chunk came from `url`."""
+        state = self._states.get(url)
+        if state is not None:
+            state.progress_at = self.clock()
+
+    def cut_stalled(self, bound_s: float) -> list[str]:
+        """Stop routing to the backends stalled for `bound_s` and cut their streams (which
+        resume elsewhere); their URLs."""
+        now = self.clock()
+        found = stalled([s.liveness(now) for s in self._states.values()], now, bound_s)
+        for url in found:
+            state = self._states[url]
+            why = (
+                f"no progress for {now - state.progress_at:.1f}s on {len(state.streams)} stream(s)"
+            )
+            log.warning("backend %s stalled: %s; moving its streams", url, why)
+            self.avoid(url, bound_s * STALL_AVOID_BOUNDS, f"stalled: {why}")
+            for cut in list(state.streams):
+                cut.cut(f"backend stalled: {why}")
+            state.streams.clear()
+        if found:
+            self.on_change()
+        return found
 
     def reserve(self, url: str, request_class: RequestClass) -> None:
         state = self._states.get(url)
@@ -153,3 +206,11 @@ async def poll_loop(pool: BackendPool, session: aiohttp.ClientSession, interval:
             joining = [s.url for s in pool.states() if s.report is None or not s.report.ready]
             if joining and pool.clock() - started < interval:
                 await poll_once(pool, session, timeout, joining)
+
+
+async def stall_loop(pool: BackendPool, bound_s: float, on_stall: Callable[[str], None]) -> None:
+    """Check for stalled backends four times per bound, forever (until cancelled)."""
+    while True:
+        await asyncio.sleep(bound_s / 4)
+        for url in pool.cut_stalled(bound_s):
+            on_stall(url)

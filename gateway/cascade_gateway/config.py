@@ -8,7 +8,8 @@ find its workers: ``CASCADE_DISCOVERY=kubernetes`` with ``CASCADE_DEPLOYMENT`` a
 Queue bounds, the request deadline, retry attempts and migrations are flags too, so load tests can
 tighten them. The per-class TTFT SLOs (the ModelDeployment's ``spec.slo``, passed by
 the operator) set each queued batch request's deadline in the load report; the
-keep-alive interval is how often a held stream gets an SSE comment. Pure: no I/O,
+keep-alive interval is how often a held stream gets an SSE comment; the stall bound how
+long a backend may make no progress on its streams before they move (stalls.py). Pure: no I/O,
 unit-tested with plain dicts.
 """
 
@@ -19,7 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cascade_api.constants import GATEWAY_PORT
-from cascade_protocol.cli_args import add_serving_args, int_at_least, parse_positive_seconds
+from cascade_protocol.cli_args import (
+    add_serving_args,
+    int_at_least,
+    parse_positive_seconds,
+    parse_seconds,
+)
 from cascade_protocol.generate import RequestClass
 from cascade_protocol.peer_auth import GENERATE_TOKEN_ENV
 from cascade_protocol.queue_order import QueueOrder
@@ -40,6 +46,9 @@ DEFAULT_INTERACTIVE_TTFT_SLO_MS = 1000
 DEFAULT_BATCH_TTFT_SLO_MS = 60_000
 # Below every common proxy idle timeout (nginx and cloud load balancers: 30-60 s or more).
 DEFAULT_KEEPALIVE_SECONDS = 5.0
+# A step takes well under a second and a load poll comes every second: five seconds with
+# neither a chunk nor a step on any stream of a backend is a hang, not a slow step.
+DEFAULT_STALL_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,9 @@ class GatewayConfig:
     # Seconds without a byte after which a waiting stream gets an SSE comment
     # (": keep-alive"), its headers sent first if need be, so proxies keep it open.
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS
+    # Seconds a backend may make no progress on any of its streams, while others are
+    # healthy, before its streams resume elsewhere (stalls.py); 0: never.
+    stall_seconds: float = DEFAULT_STALL_SECONDS
     # How a class's queue is ordered (protocol.queue_order): on time first, or FIFO.
     queue_order: QueueOrder = QueueOrder.ON_TIME_FIRST
     # The deployment's generate token ($CASCADE_GENERATE_TOKEN, from the operator's
@@ -165,6 +177,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
          _slo_ms, "batch time-to-first-token SLO, ms (queued batch deadlines)"),
         ("--keepalive-seconds", "CASCADE_KEEPALIVE_SECONDS", DEFAULT_KEEPALIVE_SECONDS,
          parse_positive_seconds, "seconds of silence before a waiting stream gets an SSE comment"),
+        ("--stall-seconds", "CASCADE_STALL_SECONDS", DEFAULT_STALL_SECONDS, parse_seconds,
+         "seconds a backend may make no progress on its streams before they move (0: never)"),
     ):  # fmt: skip
         add(
             name,
@@ -212,6 +226,7 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> GatewayConfig:
         interactive_ttft_slo_ms=args.interactive_ttft_slo_ms,
         batch_ttft_slo_ms=args.batch_ttft_slo_ms,
         keepalive_seconds=args.keepalive_seconds,
+        stall_seconds=args.stall_seconds,
         queue_order=QueueOrder(args.queue_order),
         peer_token=env.get(GENERATE_TOKEN_ENV, "").strip(),
     )

@@ -17,6 +17,10 @@ queue, never refused for a full queue, backends already tried skipped while othe
 exist. Non-streaming requests are ``buffered``: chunks are held and handed over at the
 end, so the caller sees one response; streaming chunks go out as they come.
 
+A backend that makes no progress on any of its streams for the stall bound while others
+are healthy has them cut (stalls.py): each ends here as ``upstream.Stalled``, a failure
+like a broken connection, and resumes elsewhere.
+
 A worker's 4xx (``upstream.Rejected``) is never retried: it propagates to the handler,
 which passes it through. The caller bounds the whole thing with its deadline, and
 closing this generator early (client gone) closes the backend stream, which aborts the
@@ -86,9 +90,11 @@ async def run(
         request = attempt_request(job.request, len(tally.tried), sent)
         tally.tried.append(url)
         before = len(sent.token_ids)
+        cut = gw.pool.open_stream(url)
         try:
-            async with aclosing(upstream.generate(gw.http(), url, request)) as chunks:
+            async with aclosing(upstream.generate(gw.http(), url, request, cut)) as chunks:
                 async for chunk in chunks:
+                    gw.pool.progressed(url)
                     _observe(gw, job, progress, chunk)
                     sent.add(chunk)
                     if buffered:
@@ -101,6 +107,7 @@ async def run(
             _after_failure(gw, job, url, exc, tally, sent, fresh=fresh, streamed=not buffered)
             continue
         finally:
+            gw.pool.close_stream(url, cut)
             gw.scheduler.release(url, cls)
         for chunk in held:
             yield chunk
@@ -131,7 +138,8 @@ def _after_failure(
         if not moved:
             gw.metrics.backend_failures.labels("yes" if going_on else "no").inc()
         if going_on:
-            gw.metrics.migrations.labels("drain" if moved else "failure").inc()
+            why = "drain" if moved else "stall" if isinstance(exc, upstream.Stalled) else "failure"
+            gw.metrics.migrations.labels(why).inc()
         log.log(
             logging.INFO if moved and going_on else logging.WARNING,
             "request %s: backend %s %s after %d token(s) (migration %d/%d, %s): %s",

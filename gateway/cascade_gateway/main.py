@@ -12,10 +12,12 @@ A request's path through the gateway::
 
 Backends are worker URLs (static flags, or the deployment's worker pods when
 ``CASCADE_DISCOVERY=kubernetes``); each one's ``/v1/load`` report is polled about once
-a second (backends.py). Endpoints (port $CASCADE_GATEWAY_PORT, default 8000, bound to
-$POD_IP when set): ``POST /v1/completions``, ``POST /v1/chat/completions`` (stream and
-non-stream), ``GET /v1/models``, ``GET /v1/load`` (the gateway's aggregate load report
-for the autoscaler, :class:`cascade_protocol.gateway_load.GatewayLoad`), and from
+a second (backends.py); a backend that makes no progress on its streams for the stall
+bound has them moved to others (stalls.py). Endpoints (port $CASCADE_GATEWAY_PORT,
+default 8000, bound to $POD_IP when set): ``POST /v1/completions``,
+``POST /v1/chat/completions`` (stream and non-stream), ``GET /v1/models``,
+``GET /v1/load`` (the gateway's aggregate load report for the autoscaler,
+:class:`cascade_protocol.gateway_load.GatewayLoad`), and from
 :mod:`cascade_protocol.service` ``/healthz``, ``/readyz`` (200 while not draining, with
 or without backends: requests are held until one is ready) and ``/metrics``.
 On SIGTERM new requests get 503 while accepted ones finish within the drain grace.
@@ -36,7 +38,7 @@ import aiohttp
 from aiohttp import web
 
 from cascade_gateway import upstream
-from cascade_gateway.backends import BackendPool, poll_loop
+from cascade_gateway.backends import BackendPool, poll_loop, stall_loop
 from cascade_gateway.config import DISCOVERY_KUBERNETES, GatewayConfig, load_config
 from cascade_gateway.demand import DemandTracker
 from cascade_gateway.handlers import GATEWAY_KEY, chat_completions, completions
@@ -132,6 +134,11 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
         headers=bearer_headers(config.peer_token or None),  # workers want the deployment's
     )
     tasks = [asyncio.create_task(poll_loop(gw.pool, gw.session, config.poll_seconds))]
+    if config.stall_seconds > 0:
+        stalls = gw.metrics.backend_stalls
+        tasks.append(
+            asyncio.create_task(stall_loop(gw.pool, config.stall_seconds, lambda _: stalls.inc()))
+        )
     if config.discovery == DISCOVERY_KUBERNETES:
         from cascade_gateway.kube import discovery_loop
 

@@ -21,7 +21,7 @@ from cascade_protocol.generate import RequestClass
 
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
-MIGRATION_REASONS = ("drain", "failure")
+MIGRATION_REASONS = ("drain", "failure", "stall")
 WAIT_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -35,6 +35,7 @@ class GatewayMetrics:
     prompt_tokens: Counter
     backend_failures: Counter
     migrations: Counter
+    backend_stalls: Counter
     queue_depth: Gauge
     in_flight: Gauge
     backends_ready: Gauge
@@ -139,8 +140,15 @@ def register_metrics(registry: CollectorRegistry, config: GatewayConfig) -> Gate
         migrations=Counter(
             "cascade_gateway_migrations",
             "Requests moved to another backend mid-generation and resumed there; `reason`: "
-            "drain (the worker handed it back) or failure (its stream broke after tokens).",
+            "drain (the worker handed it back), failure (its stream broke after tokens) or "
+            "stall (its backend made no progress for the stall bound).",
             ["reason"],
+            registry=registry,
+        ),
+        backend_stalls=Counter(
+            "cascade_gateway_backend_stalls",
+            "Times a backend made no progress on any of its streams for the stall bound while "
+            "others were healthy: its streams were moved and it was skipped.",
             registry=registry,
         ),
         queue_depth=Gauge(

@@ -11,6 +11,8 @@ dispatcher's retry rule stays short:
   before its final chunk, a final chunk saying error/abort). Another backend may.
 - ``Moved`` (a ``Failed``): nothing failed, the worker is leaving (drain) and handed the
   request back with a MIGRATE chunk; another backend resumes it.
+- ``Stalled`` (a ``Failed``): the gateway cut the stream because its backend made no
+  progress for the stall bound (stalls.py); another backend resumes it.
 
 Closing the ``generate`` iterator early closes the HTTP response, which is how a client
 disconnect cancels the worker's request (the worker aborts on a closed connection).
@@ -30,6 +32,7 @@ from collections.abc import AsyncGenerator
 
 import aiohttp
 
+from cascade_gateway.stalls import Cut
 from cascade_protocol import json_body
 from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
 from cascade_protocol.load import LOAD_PATH, LoadReport
@@ -72,6 +75,10 @@ class Moved(Failed):
     """The worker is leaving and handed the request back (FinishReason.MIGRATE)."""
 
 
+class Stalled(Failed):
+    """The stall watch cut the stream: its backend made no progress (stalls.py)."""
+
+
 def connect_socket(addr_info: AddrInfo) -> socket.socket:
     """A socket for one backend connection that fails when its peer vanishes (above)."""
     family, type_, proto, _, _ = addr_info
@@ -94,13 +101,14 @@ async def fetch_load(session: aiohttp.ClientSession, url: str, timeout: float) -
 
 
 async def generate(
-    session: aiohttp.ClientSession, url: str, request: GenerateRequest
+    session: aiohttp.ClientSession, url: str, request: GenerateRequest, cut: Cut | None = None
 ) -> AsyncGenerator[GenerateChunk, None]:
-    """Yield the worker's chunks up to and including the final (stop/length) one."""
+    """Yield the worker's chunks up to and including the final (stop/length) one; `cut`
+    lets the stall watch close the stream (``Stalled``)."""
+    cut = cut or Cut()
+    body = request.model_dump(mode="json", exclude_none=True)
     try:
-        async with session.post(
-            f"{url}/v1/generate", json=request.model_dump(mode="json", exclude_none=True)
-        ) as resp:
+        async with await cut.open(session.post(f"{url}/v1/generate", json=body)) as resp:
             if resp.status != 200:
                 raise _status_error(resp.status, await resp.read())
             async for line in resp.content:
@@ -115,7 +123,11 @@ async def generate(
                 if chunk.finish_reason is not None:
                     return
             raise Failed("worker stream ended before the final chunk")
-    except aiohttp.ClientError as exc:
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        if cut.reason is not None:
+            raise Stalled(cut.reason) from exc
+        if not isinstance(exc, aiohttp.ClientError):
+            raise
         raise Failed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
     except ValueError as exc:  # pydantic's ValidationError, aiohttp's "line too long"
         raise Failed(f"worker sent an unreadable chunk: {str(exc)[:200]}") from exc

@@ -51,8 +51,8 @@ class OperatorConfig:
     learn_hop_latency: bool = True
     # The node directories a `file://` model may name (chart value models.fileRoots,
     # env CASCADE_MODEL_ROOTS, comma-separated absolute paths): a worker mounts nothing
-    # else of the node's.
-    model_roots: tuple[str, ...] = DEFAULT_MODEL_ROOTS
+    # else of the node's. Empty: unchecked (a config built in code; from_env never is).
+    model_roots: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls) -> OperatorConfig:

@@ -30,6 +30,9 @@ class LoadReport(Message):
     # The tokenizer's longest token in UTF-8 bytes: a prompt longer than max_model_len
     # such tokens cannot fit, refused before it is tokenized (0: no bound known).
     max_token_bytes: int = 0
+    # Engine steps ended since start: a backend whose count stops moving while requests
+    # wait on it makes no progress (the gateway moves them elsewhere).
+    engine_steps: int = 0
     layers: tuple[int, int] | None = None  # the layer range this instance runs
     # The local autoscaler's last judged window (Chiron Algorithm 1); None: not judged yet.
     latency_backpressure: float | None = None  # ITL / tightest ITL SLO of running requests

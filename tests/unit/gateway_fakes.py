@@ -56,7 +56,9 @@ class FakeWorker:
     running_reported: int = 0
     # "ok" | "429" | "503" | "500" | "drop" (close before answering) |
     # "die_after" (close after `die_after` token chunks) | "error_chunk" |
-    # "migrate_after" (hand the request back, MIGRATE, after `die_after` token chunks)
+    # "migrate_after" (hand the request back, MIGRATE, after `die_after` token chunks) |
+    # "hang_after" (after `die_after` token chunks stop, as a SIGSTOPped worker: nothing
+    # more on any stream, load polls unanswered) | "hang" (the same before its headers)
     mode: str = "ok"
     die_after: int = 2
     chunk_delay: float = 0.0
@@ -69,6 +71,7 @@ class FakeWorker:
     finished: list[str] = field(default_factory=list)
     active: int = 0
     server: TestServer | None = None
+    hung: bool = False  # a "hang" mode struck: streams and load polls wait forever
     # Like a worker with $CASCADE_PEER_TOKEN: requests without this bearer token get 401.
     token: str | None = None
 
@@ -95,7 +98,13 @@ class FakeWorker:
         app.router.add_post("/v1/generate", self._generate)
         return app
 
+    async def _hang(self) -> None:
+        self.hung = True
+        await asyncio.Event().wait()  # until the connection closes (cancelled)
+
     async def _load(self, request: web.Request) -> web.Response:
+        if self.hung:
+            await self._hang()
         report = LoadReport(
             instance=self.name,
             model=MODEL,
@@ -135,6 +144,8 @@ class FakeWorker:
             return web.json_response(body, status=400)
         self.active += 1
         try:
+            if mode == "hang":
+                await self._hang()
             return await self._stream(request, req, mode)
         finally:
             self.active -= 1
@@ -157,6 +168,8 @@ class FakeWorker:
                     )  # fmt: skip
                     await resp.write(chunk.model_dump_json().encode() + b"\n")
                     return resp
+                if mode == "hang_after" and i == first + self.die_after:
+                    await self._hang()
                 if mode == "die_after" and i == first + self.die_after:
                     assert request.transport is not None
                     request.transport.close()

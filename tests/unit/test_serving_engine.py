@@ -213,9 +213,12 @@ def test_load_report_and_set_max_batch() -> None:
         assert report.ready and report.max_batch == 2 and report.max_model_len == 64
         assert report.waiting == report.running == 0
         assert report.tokens_per_s > 0
+        assert report.engine_steps >= 5  # one token a step: the gateway's progress signal
         assert engine.set_max_batch(7) is True
         await collect(engine, req("r2", max_tokens=1))  # the setter ran before this step
         assert core.max_batch == 7 and engine.max_batch == 7
+        later = engine.load_report(instance="w-0", model="m", ready=True)
+        assert later.engine_steps > report.engine_steps
         await engine.stop()
         report = engine.load_report(instance="w-0", model="m", ready=True)
         assert not report.ready and report.draining
@@ -231,3 +234,21 @@ def test_token_rate_is_a_sliding_window() -> None:
     assert rate.rate(10.0) == 2.0
     assert rate.rate(12.0) == 1.0  # the first sample fell out of the window
     assert rate.rate(30.0) == 0.0
+
+
+def test_a_step_that_does_not_end_fails_readiness_until_it_does() -> None:
+    """Busy with no step ended for the stall bound: `failure` says so (readiness fails,
+    admission stops); once the step ends the engine serves again."""
+
+    async def go() -> None:
+        core = FakeCore(step_s=0.8)
+        engine = await started(core)
+        engine.liveness.stall_s = 0.3
+        task = asyncio.ensure_future(collect(engine, req("r1", max_tokens=1)))
+        await asyncio.sleep(0.5)
+        assert "engine stalled" in (engine.failure or "") and not engine.accepting
+        await task
+        assert engine.failure is None and engine.accepting
+        await engine.stop()
+
+    run(go)

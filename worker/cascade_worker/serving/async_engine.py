@@ -31,6 +31,7 @@ from cascade_protocol.load import LoadReport
 from cascade_worker.engine.protocol import EngineCore, EngineStats, RequestRejected
 from cascade_worker.serving.engine_thread import EngineThread, settle
 from cascade_worker.serving.errors import NotServing, QueueFull
+from cascade_worker.serving.liveness import Liveness
 from cascade_worker.serving.local_autoscaler import LocalAutoscaler
 from cascade_worker.serving.metrics import LoadNow, ServingMetrics, TokenRate
 from cascade_worker.serving.migration import drain_requests
@@ -71,6 +72,7 @@ class AsyncEngine:
         )
         self.engine_max_batch = 0  # the core's own max batch, read at start
         self.autoscaler: LocalAutoscaler | None = None  # fed by every step when attached
+        self.liveness = Liveness()  # steps taken; stalled while busy and no step ends
         self._requests = InFlight(metrics, self._tell_core)
         self._admitting: dict[str, asyncio.Future[None]] = {}
 
@@ -98,10 +100,12 @@ class AsyncEngine:
 
     @property
     def failure(self) -> str | None:
-        """Why the engine cannot serve: its thread died, or its health check says so."""
-        if self.error or self.health is None:
+        """Why the engine cannot serve: its thread died, it stalled, or its health check
+        says so."""
+        if self.error:
             return self.error
-        return self.health()
+        stalled = self.liveness.stall(time.monotonic(), busy=bool(self._requests))
+        return stalled or (self.health() if self.health is not None else None)
 
     @property
     def in_flight(self) -> int:
@@ -146,7 +150,7 @@ class AsyncEngine:
             max_batch=now.max_batch, engine_max_batch=now.engine_max_batch,
             kv_cache_usage=now.kv_cache_usage, tokens_per_s=now.tokens_per_s,
             max_model_len=self._stats.max_model_len,
-            max_token_bytes=self._stats.max_token_bytes,
+            max_token_bytes=self._stats.max_token_bytes, engine_steps=self.liveness.steps,
             latency_backpressure=now.latency_backpressure,
             throughput_backpressure=now.throughput_backpressure,
             backpressure=now.backpressure,
@@ -193,6 +197,7 @@ class AsyncEngine:
         if self.queue_limit and self.waiting >= self.queue_limit:
             raise QueueFull(f"{self.waiting} requests waiting (limit {self.queue_limit})")
         stream = self._requests.open(rid, request.request_class, request.params.max_tokens)
+        self.liveness.admitted(time.monotonic())
         added = self._admitting[rid] = self._thread.add(request)
         try:
             await added
@@ -252,6 +257,7 @@ class AsyncEngine:
 
     def _on_step(self, chunks: list[GenerateChunk], stats: EngineStats, at: float) -> None:
         self._stats = stats
+        self.liveness.stepped(at)
         if self.hand_back_failures:
             chunks = [
                 handed_back(c) if c.finish_reason == FinishReason.ERROR else c for c in chunks

@@ -1,0 +1,126 @@
+"""A worker that hangs mid-stream does not hold its requests (issue 34 item 4).
+
+SmolLM2-135M-Instruct behind a three-replica ModelDeployment, the gateway at its
+defaults (stall bound 5 s). Six greedy streams run at once; once each has tokens, the
+worker holding the most of them is SIGSTOPped (its kernel keeps ACKing, so no TCP
+timeout fires: before the stall watch its requests waited as long as it was stopped)
+and kept stopped for 40 s. Every stream finishes while it is still stopped, no stream
+waits longer than the bound plus a few seconds between two tokens, and every text
+equals the uninterrupted run's. After SIGCONT the worker serves again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from integration_helpers import Namespace, model_deployment, namespace_with_operator
+from real_model import PROMPTS, ensure_real_model
+
+from cascade_dev.testing import DevCluster, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+MD = "hang"
+REPLICAS = 3
+STREAMS = 6
+MAX_TOKENS = 48
+STALL_S = 5.0  # the gateway's default (cascade_gateway.config.DEFAULT_STALL_SECONDS)
+STOPPED_S = 40.0
+
+
+@pytest.fixture(scope="module")
+def served(
+    dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Namespace, str]]:
+    model = ensure_real_model()
+    log_dir = tmp_path_factory.mktemp("hung")
+    with namespace_with_operator(dev_cluster, "cascade-hung", log_dir) as ns:
+        manifest = model_deployment(MD, REPLICAS, model=model)
+        ns.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(manifest))
+        wait_for("3 ready workers", lambda: len(ns.ready_pods(MD)) == REPLICAS, timeout=400)
+        url = dev_cluster.url(f"{ns.ns}/{MD}-gateway")
+        yield ns, url
+
+
+def stream(url: str, prompt: str, started: list[float]) -> tuple[str, list[float]]:
+    """The text of one greedy stream and the times its tokens came."""
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=120)
+    body: dict[str, Any] = {"ignore_eos": True}
+    chunks = client.completions.create(
+        model=MD, prompt=prompt, stream=True, max_tokens=MAX_TOKENS, temperature=0,
+        extra_body=body,
+    )  # fmt: skip
+    text, times = "", []
+    for chunk in chunks:
+        if chunk.choices and chunk.choices[0].text:
+            text += chunk.choices[0].text
+            times.append(time.monotonic())
+            if len(times) == 1:
+                started.append(times[0])
+    return text, times
+
+
+def gateway_in_flight(url: str) -> dict[str, int]:
+    with urllib.request.urlopen(f"{url}/v1/load", timeout=10) as resp:
+        load = json.loads(resp.read())
+    return {b["pod"]: b["in_flight"] for b in load["backends"]}
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (a pod's container may be a wrapper and its child)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            with open(task / "children") as f:
+                todo += [int(c) for c in f.read().split()]
+    return found
+
+
+def signal_pod(ns: Namespace, pod: str, sig: signal.Signals) -> None:
+    doc = json.loads(ns.kubectl("get", "pod", pod, "-o", "json"))
+    container_id = doc["status"]["containerStatuses"][0]["containerID"]  # cascade://<pid>
+    for pid in process_tree(int(container_id.removeprefix("cascade://"))):
+        os.kill(pid, sig)
+
+
+def test_streams_on_a_stopped_worker_finish_elsewhere_with_unchanged_outputs(
+    served: tuple[Namespace, str],
+) -> None:
+    ns, url = served
+    prompts = [PROMPTS[i % len(PROMPTS)] for i in range(STREAMS)]
+    with ThreadPoolExecutor(STREAMS) as pool:
+        reference = [t for t, _ in pool.map(lambda p: stream(url, p, []), prompts)]
+        started: list[float] = []
+        futures = [pool.submit(stream, url, p, started) for p in prompts]
+        wait_for("every stream has a token", lambda: len(started) == STREAMS, timeout=60)
+        in_flight = gateway_in_flight(url)
+        victim = max(in_flight, key=lambda pod: in_flight[pod])
+        signal_pod(ns, victim, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        try:
+            results = [f.result(timeout=STOPPED_S) for f in futures]
+            done_at = time.monotonic()
+        finally:
+            signal_pod(ns, victim, signal.SIGCONT)
+    gaps = [max(b - a for a, b in itertools.pairwise(ts)) for _, ts in results]
+    print(
+        f"stopped {victim} ({in_flight[victim]} of {STREAMS} streams on it); all done "
+        f"{done_at - stopped_at:.1f} s after the stop; longest gap between two tokens "
+        f"per stream {sorted(round(g, 1) for g in gaps)} s"
+    )
+    assert [t for t, _ in results] == reference
+    assert max(gaps) <= STALL_S + 4.0
+    wait_for("the worker serves again", lambda: len(ns.ready_pods(MD)) == REPLICAS, timeout=60)
