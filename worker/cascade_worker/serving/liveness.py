@@ -36,8 +36,10 @@ class Liveness:
         if not busy:
             self._progress_at = None
             return None
-        self.admitted(now)  # busy since before anyone said so: from now
-        quiet = now - self._progress_at
+        since = self._progress_at
+        if since is None:  # busy since before anyone said so: from now
+            self._progress_at = since = now
+        quiet = now - since
         if self.stall_s <= 0 or quiet < self.stall_s:
             return None
         return f"engine stalled: no step ended for {quiet:.0f}s with requests in flight"
