@@ -57,6 +57,9 @@ class FakeCore:
     def _called(self) -> None:
         self.threads.add(threading.get_ident())
 
+    def tokenize(self, request: GenerateRequest) -> GenerateRequest:
+        return request  # its prompts are counted in words at add_request
+
     def add_request(self, request: GenerateRequest) -> None:
         self._called()
         if request.prompt_token_ids is not None:

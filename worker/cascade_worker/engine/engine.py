@@ -31,7 +31,7 @@ from cascade_worker.engine.executor import Executor, LocalExecutor
 from cascade_worker.engine.generation_config import GenerationConfig
 from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.engine.protocol import EngineStats, RequestRejected
-from cascade_worker.engine.requests import EngineRequest, prepare_prompt
+from cascade_worker.engine.requests import EngineRequest, prepare_prompt, text_to_ids
 from cascade_worker.engine.sampling import sample
 from cascade_worker.engine.scheduler import (
     DEFAULT_MAX_BATCH,
@@ -167,6 +167,9 @@ class LLMEngine:
         return bool(self._requests or self._pending)
 
     # -- requests -----------------------------------------------------------------------
+
+    def tokenize(self, request: GenerateRequest) -> GenerateRequest:
+        return text_to_ids(request, self.tokenizer, self.max_model_len)
 
     def add_request(self, request: GenerateRequest) -> None:
         if request.request_id in self._requests:

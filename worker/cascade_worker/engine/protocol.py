@@ -44,6 +44,12 @@ class EngineStats(BaseModel):
 class EngineCore(Protocol):
     """A step-driven engine; not thread-safe: one thread calls all of these."""
 
+    def tokenize(self, request: GenerateRequest) -> GenerateRequest:
+        """The request with its text as prompt_token_ids (RequestRejected as add_request
+        would refuse it); reads only the tokenizer, so it runs on any thread: the
+        serving layer calls it off the engine thread, whose steps it would stall."""
+        ...
+
     def add_request(self, request: GenerateRequest) -> None:
         """Queue a request; RequestRejected if it can never run."""
         ...

@@ -1,5 +1,7 @@
 """One request inside the engine: its tokens, sampler, output text and stop rules.
 
+`text_to_ids` tokenizes a request's text (prompt or chat messages) once its byte count
+shows it can fit, on any thread (the serving layer runs it off the engine thread);
 `prepare_prompt` turns a GenerateRequest into token ids and refuses what can never run
 (RequestRejected, with the offending field in `param`); `EngineRequest.accept` applies
 a sampled token and decides whether the request is done, in the order a client expects:
@@ -32,11 +34,8 @@ def prepare_prompt(
             raise RequestRejected(
                 f"token ids {bad[:5]} outside the vocabulary 0..{vocab - 1}", "prompt_token_ids"
             )
-    elif tokenizer is None:
-        raise RequestRejected("this model has no tokenizer; send prompt_token_ids", "prompt")
     else:
-        _fits_bytes(request, tokenizer, max_model_len)
-        ids = _tokenize(request, tokenizer)
+        ids = text_ids(request, tokenizer, max_model_len)
     if not ids:
         raise RequestRejected("the prompt is empty after tokenization", "prompt")
     if len(ids) >= max_model_len:
@@ -56,6 +55,28 @@ def prepare_prompt(
             "max_tokens",
         )
     return ids
+
+
+def text_ids(
+    request: GenerateRequest, tokenizer: EngineTokenizer | None, max_model_len: int
+) -> list[int]:
+    """The token ids of the request's text, refused first if its bytes cannot fit."""
+    if tokenizer is None:
+        raise RequestRejected("this model has no tokenizer; send prompt_token_ids", "prompt")
+    _fits_bytes(request, tokenizer, max_model_len)
+    return _tokenize(request, tokenizer)
+
+
+def text_to_ids(
+    request: GenerateRequest, tokenizer: EngineTokenizer | None, max_model_len: int
+) -> GenerateRequest:
+    """The request with its text replaced by its token ids (unchanged if it has ids)."""
+    if request.prompt_token_ids is not None:
+        return request
+    ids = text_ids(request, tokenizer, max_model_len)
+    if not ids:
+        raise RequestRejected("the prompt is empty after tokenization", "prompt")
+    return request.model_copy(update={"prompt": None, "messages": None, "prompt_token_ids": ids})
 
 
 def _tokenize(request: GenerateRequest, tokenizer: EngineTokenizer) -> list[int]:

@@ -34,16 +34,10 @@ from cascade_worker.serving.errors import NotServing, QueueFull
 from cascade_worker.serving.liveness import Liveness
 from cascade_worker.serving.local_autoscaler import LocalAutoscaler
 from cascade_worker.serving.metrics import LoadNow, ServingMetrics, TokenRate
-from cascade_worker.serving.migration import drain_requests
+from cascade_worker.serving.migration import drain_requests, handed_back
 from cascade_worker.serving.stream import InFlight, RequestStream
 
 log = logging.getLogger(__name__)
-
-
-def handed_back(chunk: GenerateChunk) -> GenerateChunk:
-    """A failed request's final chunk as a hand-back (its tokens so far stand)."""
-    why = f"migrate: {chunk.error or 'step failed'}"
-    return chunk.model_copy(update={"finish_reason": FinishReason.MIGRATE, "error": why})
 
 
 STOP_TIMEOUT_S = 30.0  # longest a step may keep stop() waiting (a long prefill)
@@ -188,14 +182,14 @@ class AsyncEngine:
             yield chunk
 
     async def submit(self, request: GenerateRequest) -> RequestStream:
-        """Admit `request` (NotServing, QueueFull, RequestRejected) and return its stream."""
-        if self._thread is None or not self.accepting:
-            raise NotServing(self.why_not_serving())
+        """Admit `request` (NotServing, QueueFull, RequestRejected) and return its stream.
+        Its text is tokenized on a worker thread first, not between the engine's steps
+        (a long prompt took seconds there), and admission checked again after."""
         rid = request.request_id
-        if rid in self._requests:
-            raise RequestRejected(f"request_id {rid!r} is already in flight", "request_id")
-        if self.queue_limit and self.waiting >= self.queue_limit:
-            raise QueueFull(f"{self.waiting} requests waiting (limit {self.queue_limit})")
+        self._admissible(rid)
+        request = await asyncio.to_thread(self.core.tokenize, request)
+        self._admissible(rid)
+        assert self._thread is not None  # _admissible: a thread runs
         stream = self._requests.open(rid, request.request_class, request.params.max_tokens)
         self.liveness.admitted(time.monotonic())
         added = self._admitting[rid] = self._thread.add(request)
@@ -210,6 +204,14 @@ class AsyncEngine:
         finally:
             self._admitting.pop(rid, None)
         return stream
+
+    def _admissible(self, rid: str) -> None:
+        if self._thread is None or not self.accepting:
+            raise NotServing(self.why_not_serving())
+        if rid in self._requests:
+            raise RequestRejected(f"request_id {rid!r} is already in flight", "request_id")
+        if self.queue_limit and self.waiting >= self.queue_limit:
+            raise QueueFull(f"{self.waiting} requests waiting (limit {self.queue_limit})")
 
     def why_not_serving(self) -> str:
         failure = self.failure

@@ -30,11 +30,18 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from cascade_protocol.generate import FinishReason, GenerateChunk
 from cascade_worker.serving.stream import InFlight, RequestStream
 
 log = logging.getLogger(__name__)
 
 TICK_S = 1.0  # how often a drain looks again at what it should hand back
+
+
+def handed_back(chunk: GenerateChunk) -> GenerateChunk:
+    """A failed request's final chunk as a hand-back (its tokens so far stand)."""
+    why = f"migrate: {chunk.error or 'step failed'}"
+    return chunk.model_copy(update={"finish_reason": FinishReason.MIGRATE, "error": why})
 
 
 @dataclass(frozen=True)
