@@ -8,6 +8,8 @@ together in the engine and split into stages as a pipeline splits it.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import os
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ from cascade_worker.engine.protocol import RequestRejected
 from cascade_worker.engine.requests import prepare_prompt
 from cascade_worker.engine.tokenizer import EngineTokenizer
 from cascade_worker.model.gguf_import import default_gguf, import_gguf
+from cascade_worker.serving.async_engine import AsyncEngine
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 transformers = pytest.importorskip("transformers")
@@ -115,6 +118,44 @@ def test_the_worker_refuses_text_too_long_for_the_context_without_tokenizing_it(
         assert time.perf_counter() - start < 0.05  # tokenizing it would take seconds
     fits = GenerateRequest(request_id="f", prompt=text[:20_000])
     assert prepare_prompt(fits, tokenizer, vocab=tokenizer.vocab_size, max_model_len=8192)
+
+
+def test_a_long_prompt_tokenizes_while_the_running_requests_keep_decoding(
+    model_dir: Path,
+) -> None:
+    """A 600 KB prompt (under the byte bound at 8,192 tokens; ~133k tokens, so refused
+    once tokenized) is tokenized off the engine thread without holding the GIL: a running
+    request's tokens keep coming, never more than a third of the tokenizing apart.
+    Tokenized between steps, or holding the GIL, it stalled them for all of it."""
+    text = ("The quick brown fox jumps over the lazy dog. " * 20_000)[:600_000]
+    params = SamplingParams(max_tokens=400, temperature=0.0, ignore_eos=True)
+
+    async def go() -> tuple[float, float]:
+        engine = AsyncEngine(LLMEngine.from_model_dir(model_dir, kv_cache_tokens=1024))
+        await engine.start()
+        running = await engine.submit(request("d", [1, 2, 3], params))
+        times: list[float] = []
+
+        async def read() -> None:
+            async for chunk in running:
+                if chunk.token_ids:
+                    times.append(time.monotonic())
+
+        reader = asyncio.ensure_future(read())
+        while len(times) < 5:
+            await asyncio.sleep(0.01)
+        began = time.monotonic()
+        with pytest.raises(RequestRejected, match="133333 tokens"):
+            await engine.submit(GenerateRequest(request_id="long", prompt=text))
+        took = time.monotonic() - began
+        await reader
+        await engine.stop()
+        around = [t for t in times if began - 0.1 <= t <= began + took + 0.1]
+        return took, max(b - a for a, b in itertools.pairwise(around))
+
+    took, gap = asyncio.run(go())
+    print(f"tokenizing took {took:.3f} s; longest gap between decode tokens meanwhile {gap:.3f} s")
+    assert gap < took / 3
 
 
 def test_the_chat_answer_is_the_models(model_dir: Path) -> None:
