@@ -17,6 +17,8 @@ command -v npm >/dev/null || need+=(npm)
 # service, that one keeps 9090 and the dev cluster's takes another port.
 command -v prometheus >/dev/null || need+=(prometheus)
 command -v tmux >/dev/null || need+=(tmux)
+# The dev cluster's node agent enforces NetworkPolicies with nftables in each pod's netns.
+command -v nft >/dev/null || need+=(nftables)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "installing system packages: ${need[*]}"
   $SUDO apt-get update -qq

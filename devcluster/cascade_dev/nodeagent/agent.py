@@ -19,6 +19,7 @@ from typing import Any
 
 from cascade_dev.cgroups import CpuCgroups
 from cascade_dev.fabric import Fabric
+from cascade_dev.topology import MODE_NETNS
 
 from .context import AgentContext, HostEnv
 from .cpu import NodeCpu
@@ -29,6 +30,7 @@ from .kube import Kube
 from .logserver import LogServer
 from .nodes import NodeSpec, load_nodes
 from .pods import RETRY_S, PodWorker
+from .policies import PolicySync
 from .procwatch import ExitWatcher
 from .templated import WorkerTemplate, enabled
 from .watcher import PodWatcher
@@ -73,6 +75,9 @@ class Agent:
             else None,
             cluster.get("storage_mbit"),  # absent from cluster.json files before it
         )
+        if fabric.mode == MODE_NETNS and host.can_mount:
+            trusted = [fabric.host_ip, *(fabric.node_ip(n.name) for n in self.nodes)]
+            self.ctx.policies = PolicySync(self.kube, self._local_pods, trusted, self.stop)
         silence = state_dir / "nodeagent" / "silence"
         self.heartbeat = Heartbeat(self.kube, self.nodes, fabric, self.stop, silence)
         self.watcher = PodWatcher(
@@ -109,6 +114,12 @@ class Agent:
         for uid in [*live, *gone]:
             self.queue.add(uid)
 
+    def _local_pods(self) -> list[tuple[dict[str, Any], str]]:
+        """Each pod this agent runs in a network namespace, with that namespace."""
+        with self._lock:
+            workers = list(self._workers.values())
+        return [(w.pod, w.net.netns) for w in workers if w.pod and w.net and w.net.netns]
+
     def _find_pod(self, namespace: str, name: str) -> Path | None:
         with self._lock:
             for uid, pod in self._cache.items():
@@ -144,6 +155,8 @@ class Agent:
         if self.ctx.template is not None:
             self.ctx.template.start()  # imports while the nodes register and pods list
         threading.Thread(target=self.heartbeat.run, name="heartbeat", daemon=True).start()
+        if self.ctx.policies is not None:
+            threading.Thread(target=self.ctx.policies.run, name="policies", daemon=True).start()
         ips = [self.ctx.fabric.node_ip(n.name) for n in self.nodes]
         LogServer(ips, self._find_pod, self.state_dir / "nodeagent").start()
         while not self.stop.is_set():

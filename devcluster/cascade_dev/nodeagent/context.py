@@ -16,6 +16,7 @@ from cascade_dev.fabric import Fabric
 from .cpu import NodeCpu
 from .events import EventRecorder
 from .kube import Kube
+from .policies import PolicySync
 from .procwatch import ExitWatcher
 from .templated import WorkerTemplate
 from .workqueue import WorkQueue
@@ -49,3 +50,5 @@ class AgentContext:
     # `--storage-mbit`: every pod's model storage read rate ($CASCADE_STORAGE_MBIT);
     # None: pods read checkpoints as fast as the disk goes.
     storage_mbit: int | None = None
+    # Enforces NetworkPolicies in the pods' namespaces; None: not enforced (no netns).
+    policies: PolicySync | None = None

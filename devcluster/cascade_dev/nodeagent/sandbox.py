@@ -30,6 +30,8 @@ def ensure_sandbox(w: PodState) -> bool:
         try:
             w.net = w.ctx.fabric.attach_pod(w.node, w.uid)
             w.pod_ip = w.net.ip
+            if w.ctx.policies is not None and w.net.netns:
+                w.ctx.policies.apply_now(w.pod, w.net.netns)
         except Exception as e:
             log.exception("pod %s: fabric attach failed", w.uid)
             w.event("FailedCreatePodSandBox", f"fabric attach failed: {e}", warning=True)
