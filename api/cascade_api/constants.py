@@ -38,6 +38,8 @@ FINALIZER: Final = f"{GROUP}/cleanup"
 # Images. The local cluster's node agent maps an image to a console script by the last
 # path component of its repository (".../cascade-worker:tag" -> `cascade-worker`).
 DEFAULT_TAG: Final = "0.1.0"
+# The numeric user and group Cascade's images run as (Dockerfile.*: USER 10001:10001).
+POD_USER: Final = 10001
 WORKER_IMAGE: Final = f"ghcr.io/cascade-dev/cascade-worker:{DEFAULT_TAG}"
 GATEWAY_IMAGE: Final = f"ghcr.io/cascade-dev/cascade-gateway:{DEFAULT_TAG}"
 OPERATOR_IMAGE: Final = f"ghcr.io/cascade-dev/cascade-operator:{DEFAULT_TAG}"

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
+from cascade_api.constants import POD_USER
+from cascade_protocol.materialize import ARTIFACT_DIR
 from cascade_worker.model.spec import ARCHS, DTYPE_BYTES, ModelSpec
 
 
@@ -100,15 +103,32 @@ def spec_from_args(args: argparse.Namespace) -> ModelSpec:
     )
 
 
+def share_with_pods(model_dir: Path) -> None:
+    """The model directory group-owned by the pods' group (POD_USER) and group-writable,
+    setgid: pods run as that user, read the model and, with materialization on, write
+    `.materialized/` into it (a node's model directory is its owner's to share so). Only
+    as root (no one else may give a file away); elsewhere the directory stays as made."""
+    if os.geteuid() != 0:
+        return
+    os.chown(model_dir, -1, POD_USER)
+    os.chmod(model_dir, (model_dir.stat().st_mode & 0o7777) | 0o2070)
+    done = model_dir / ARTIFACT_DIR
+    if done.is_dir():
+        os.chown(done, -1, POD_USER)
+        os.chmod(done, (done.stat().st_mode & 0o7777) | 0o2070)
+
+
 def _init(args: argparse.Namespace) -> int:
     from cascade_worker.model.checkpoint import write_checkpoint
 
     spec = spec_from_args(args)
     if args.if_missing and (args.out_dir / "config.json").exists():
         print(f"{args.out_dir} already holds a checkpoint; leaving it", file=sys.stderr)
+        share_with_pods(args.out_dir)
         return 0
     start = time.perf_counter()
     info = write_checkpoint(args.out_dir, spec, shard_mb=args.shard_mb, force=args.force)
+    share_with_pods(args.out_dir)
     print(
         f"wrote {info.out_dir}: {spec.arch} layers={spec.layers} hidden={spec.hidden} "
         f"heads={spec.heads}/{spec.kv_heads} intermediate={spec.intermediate} "
@@ -125,11 +145,13 @@ def _import(args: argparse.Namespace) -> int:
 
     if args.if_missing and (args.out_dir / "config.json").exists():
         print(f"{args.out_dir} already holds a checkpoint; leaving it", file=sys.stderr)
+        share_with_pods(args.out_dir)
         return 0
     start = time.perf_counter()
     info = import_gguf(
         args.out_dir, args.gguf, dtype=args.dtype, shard_mb=args.shard_mb, force=args.force
     )
+    share_with_pods(args.out_dir)
     c = info.config
     print(
         f"wrote {info.out_dir} from {info.source.name}: {c['model_type']} "

@@ -21,7 +21,9 @@ from pathlib import Path
 
 from cascade_dev.cpuquota import (
     PROCS,
+    V1,
     V1_QUOTA,
+    V1_TASKS,
     V2,
     V2_CONTROLLERS,
     V2_SUBTREE,
@@ -131,6 +133,10 @@ class CpuCgroups:
         group.mkdir(exist_ok=True)
         for name, text in quota_files(h.flavour, cores):
             _write(group / name, text)
+        if h.flavour == V1 and (group / V1_TASKS).exists():
+            # A worker's accelerator threads add themselves (cpuquota.threads_placed) as
+            # the pod's user: v1 lets a task move its own threads where it may write.
+            os.chmod(group / V1_TASKS, 0o666)
         return group
 
     def limit(self, node: str) -> float | None:

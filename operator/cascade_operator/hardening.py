@@ -27,11 +27,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from cascade_api import constants as c
 from cascade_operator.config import OperatorConfig
 
 Manifest = dict[str, Any]
 
-RUN_AS = 10001
+RUN_AS = c.POD_USER
 SCRATCH_VOLUME = "scratch"
 SCRATCH_PATH = "/var/tmp/cascade"
 IPC_LOCK = "IPC_LOCK"

@@ -17,10 +17,11 @@ missing, and under CI=true fails instead (cascade_dev.testgate).
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
-from integration_helpers import ensure_example_model
+from integration_helpers import TEST_MODELS, ensure_example_model
 
 from cascade_dev.paths import default_state_dir
 from cascade_dev.testgate import cluster_nodes
@@ -69,6 +70,7 @@ def dev_cluster(
     finally:
         if not reuse:
             cascade_dev(state_dir, "down")
+        shutil.rmtree(TEST_MODELS, ignore_errors=True)  # small_model's checkpoints
 
 
 @pytest.fixture(autouse=True)

@@ -59,8 +59,22 @@ def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def small_model(out: Path) -> Path:
-    """A 4-layer x 64-hidden checkpoint of a test's own at `out` (`cascade model init`)."""
+# Where tests make checkpoints of their own: pods run as their securityContext's user
+# (10001), which cannot reach pytest's tmp_path (below a 0700 /tmp/pytest-of-<user>).
+TEST_MODELS = Path(tempfile.gettempdir()) / "cascade-test-models"
+
+
+def scratch_model_dir(name: str) -> Path:
+    """A fresh directory below TEST_MODELS, for a test's checkpoint (or a non-model)."""
+    TEST_MODELS.mkdir(mode=0o755, exist_ok=True)
+    out = TEST_MODELS / f"{name}-{uuid.uuid4().hex[:8]}"
+    out.mkdir(mode=0o755)
+    return out
+
+
+def small_model(name: str = "tiny") -> Path:
+    """A 4-layer x 64-hidden checkpoint of a test's own (`cascade model init`)."""
+    out = scratch_model_dir(name)
     subprocess.run(
         [str(BIN / "cascade"), "model", "init", str(out), "--layers", "4", "--hidden", "64"],
         check=True,
@@ -78,6 +92,30 @@ def generated(url: str, body: dict[str, Any]) -> list[int]:
         chunks = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
     assert chunks[-1]["finish_reason"] == "length", chunks[-1]
     return [t for c in chunks for t in c["token_ids"]]
+
+
+def container_pid(pod: dict[str, Any]) -> int:
+    """The host pid of a dev-cluster pod's first container (its id is cascade://<pid>)."""
+    container_id = pod["status"]["containerStatuses"][0]["containerID"]
+    return int(container_id.removeprefix("cascade://"))
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (a pod's container may be a wrapper and its child)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            with open(task / "children") as f:
+                todo += [int(c) for c in f.read().split()]
+    return found
+
+
+def proc_status(pid: int) -> dict[str, str]:
+    """/proc/<pid>/status as fields (Uid, Gid, Groups, CapEff, NoNewPrivs, ...)."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:
@@ -152,8 +190,8 @@ def model_deployment(
 
 
 # The directories the tests' operators let `file://` models name: the example model's
-# and the temporary one pytest's tmp_path lies in (small_model's checkpoints).
-MODEL_ROOTS = f"{EXAMPLE_MODEL.parent},{tempfile.gettempdir()}"
+# and the tests' own (small_model's checkpoints).
+MODEL_ROOTS = f"{EXAMPLE_MODEL.parent},{TEST_MODELS}"
 
 
 class OperatorProcess:

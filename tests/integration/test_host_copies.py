@@ -67,7 +67,7 @@ def test_host_copies_serve_scale_from_zero_and_survive_losses(
     cluster: Namespace, tmp_path: Path
 ) -> None:
     ns = cluster
-    model = small_model(tmp_path / "tiny")
+    model = small_model()
     manifest = model_deployment(MD, 1, model=model, hostCopies=2, scaling={"minReplicas": 0})
     ns.kubectl("apply", "--validate=false", "-f", "-", stdin=yaml.safe_dump(manifest))
     wait_for("1 instance Ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)

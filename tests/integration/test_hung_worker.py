@@ -19,12 +19,17 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
-from integration_helpers import Namespace, model_deployment, namespace_with_operator
+from integration_helpers import (
+    Namespace,
+    container_pid,
+    model_deployment,
+    namespace_with_operator,
+    process_tree,
+)
 from real_model import PROMPTS, ensure_real_model
 
 from cascade_dev.testing import DevCluster, wait_for
@@ -77,22 +82,9 @@ def gateway_in_flight(url: str) -> dict[str, int]:
     return {b["pod"]: b["in_flight"] for b in load["backends"]}
 
 
-def process_tree(pid: int) -> list[int]:
-    """`pid` and its descendants (a pod's container may be a wrapper and its child)."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        for task in Path(f"/proc/{p}/task").glob("*"):
-            with open(task / "children") as f:
-                todo += [int(c) for c in f.read().split()]
-    return found
-
-
 def signal_pod(ns: Namespace, pod: str, sig: signal.Signals) -> None:
     doc = json.loads(ns.kubectl("get", "pod", pod, "-o", "json"))
-    container_id = doc["status"]["containerStatuses"][0]["containerID"]  # cascade://<pid>
-    for pid in process_tree(int(container_id.removeprefix("cascade://"))):
+    for pid in process_tree(container_pid(doc)):
         os.kill(pid, sig)
 
 

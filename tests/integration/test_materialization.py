@@ -92,7 +92,7 @@ def test_a_recorded_start_is_restored_and_a_foreign_one_refused(
     cluster: Namespace, tmp_path: Path
 ) -> None:
     ns = cluster
-    model = small_model(tmp_path / "tiny")
+    model = small_model()
     manifest = model_deployment(
         MD, 0, model=model, hostCopies=1, scaling={"minReplicas": 0},
         engine={"maxBatchSize": 4}, materialization={"enabled": True},

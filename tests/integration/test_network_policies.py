@@ -7,7 +7,8 @@ network namespace (cascade_dev.netpolicy, nodeagent/policies.py), as a CNI's pol
 agent does: a pod of another namespace cannot open a TCP connection to a worker's
 control or data port (dropped), while it still reaches the gateway's public port, the
 deployment's own gateway serves through the workers, and one instance reaches another.
-The node agent still ignores `securityContext` (pods run as the agent's user).
+Pod processes run as their securityContext's user: the worker's process (uid and gid
+10001, no capability, no new privileges) is read from /proc.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from integration_helpers import Namespace, complete, namespace_with_operator
+from integration_helpers import (
+    Namespace,
+    complete,
+    container_pid,
+    namespace_with_operator,
+    proc_status,
+    process_tree,
+)
 
 from cascade_api.constants import DATA_PORT, GATEWAY_PORT, WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
@@ -62,6 +70,13 @@ def test_policies_exist_for_a_deployment_and_its_hardened_worker_serves(
     assert pod["spec"]["automountServiceAccountToken"] is False
     (container,) = pod["spec"]["containers"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    # The process runs as the user its pod declares, with no capability left.
+    for pid in process_tree(container_pid(pod)):
+        status = proc_status(pid)
+        print(pid, {k: status[k] for k in ("Name", "Uid", "Gid", "Groups", "CapEff", "NoNewPrivs")})
+        assert status["Uid"].split() == ["10001"] * 4 and status["Gid"].split() == ["10001"] * 4
+        assert int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0
+        assert status["NoNewPrivs"] == "1"
 
     ns.kubectl("delete", "networkpolicy", f"{MD}-workers")
     wait_for("the deleted policy back", lambda: names(ns) == POLICIES, timeout=90)

@@ -18,7 +18,13 @@ from typing import Any
 
 import pytest
 import yaml
-from integration_helpers import OperatorProcess, http, model_deployment, pod_ready
+from integration_helpers import (
+    OperatorProcess,
+    http,
+    model_deployment,
+    pod_ready,
+    scratch_model_dir,
+)
 
 from cascade_dev.testing import wait_for
 
@@ -165,7 +171,7 @@ def test_schema_rejects_bad_values(kubectl: Kubectl, patch: dict[str, Any], fiel
 
 
 def test_a_model_that_cannot_load_is_degraded_and_its_loads_back_off(
-    kubectl: Kubectl, operator: OperatorProcess, tmp_path: Path
+    kubectl: Kubectl, operator: OperatorProcess
 ) -> None:
     """A directory that is no model (an empty one): the worker refuses the load, its
     status counts the failure, the deployment is Degraded naming the pod, the URI and
@@ -173,8 +179,7 @@ def test_a_model_that_cannot_load_is_degraded_and_its_loads_back_off(
     instead of coming once a tick."""
     from cascade_api.constants import WORKER_PORT
 
-    empty = tmp_path / "empty"
-    empty.mkdir()
+    empty = scratch_model_dir("empty")
     kubectl.apply(model_deployment("noload", 1, model=empty))
 
     def degraded() -> bool:

@@ -32,7 +32,7 @@ def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
 
 
 def test_pod_fetches_model_from_peer_pod(cluster: Namespace, tmp_path: Path) -> None:
-    model = small_model(tmp_path / "tiny")
+    model = small_model()
     cluster.apply_model(MD, 2, model)
     wait_for("2 worker pods Ready", lambda: len(cluster.ready_pods(MD)) == 2, timeout=180)
     src, dst = cluster.ready_pods(MD)

@@ -1,10 +1,11 @@
 """The dev cluster's node agent runs the operator's hardened pods.
 
-The agent plays kubelet without a container runtime: it ignores securityContext (the
-process runs as the agent's user, on the host's root filesystem), but it does mount a
-pod's volumes at their mountPaths inside a private mount namespace when it runs as root.
-So what matters here is the scratch emptyDir: it must land where TMPDIR and HOME point,
-and must not hide host paths a worker reads (a model checkout under /tmp).
+The agent plays kubelet without a container runtime: the process runs on the host's root
+filesystem, but as root the agent mounts a pod's volumes at their mountPaths inside a
+private mount namespace and then runs the process as its securityContext's user
+(nodeagent.identity, setpriv). So what matters here is the scratch emptyDir: it must
+land where TMPDIR and HOME point, be writable by that user, and must not hide host
+paths a worker reads (a model checkout under /tmp).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ import pytest
 from operator_fixtures import REF, md
 
 from cascade_dev.nodeagent.env import base_env, container_env
+from cascade_dev.nodeagent.identity import identity
 from cascade_dev.nodeagent.runner import Mount, build_argv
 from cascade_dev.nodeagent.volumes import materialize, mounts_for
 from cascade_operator import builders, hardening
@@ -116,3 +119,33 @@ def test_a_hardened_worker_writes_its_scratch_and_still_reads_host_paths(tmp_pat
     scratch = tmp_path / "pod" / "volumes" / hardening.SCRATCH_VOLUME
     assert (scratch / Path(seen["made"]).name).is_file()
     assert not Path(seen["made"]).exists()
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None,
+    reason="the agent changes a container's user only as root (setpriv)",
+)
+def test_a_hardened_worker_runs_as_its_user_with_no_capabilities(tmp_path: Path) -> None:
+    """Through setpriv after the mounts: uid/gid 10001, no capability, no new privileges,
+    and it still writes its scratch (an emptyDir is 0777, as the kubelet makes it) and
+    reads a model it may read."""
+    shared = Path(tempfile.mkdtemp(prefix="cascade-model-"))  # not below pytest's 0700 dir
+    try:
+        os.chmod(shared, 0o755)
+        (shared / "model.txt").write_text("weights")
+        pod, container, mounts, env = worker(tmp_path)
+        who = identity(pod, container)
+        assert who is not None
+        probe = PROBE + "print(open('/proc/self/status').read())"
+        argv = build_argv([sys.executable, "-c", probe, str(shared / "model.txt")], [], mounts,
+                          can_mount=True, become=who.setpriv_argv())  # fmt: skip
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        first, status = out.stdout.split("\n", 1)
+        assert json.loads(first)["model"] == "weights"
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        assert fields["Uid"].split() == ["10001"] * 4 and fields["Gid"].split() == ["10001"] * 4
+        assert int(fields["CapEff"], 16) == int(fields["CapBnd"], 16) == 0
+        assert fields["NoNewPrivs"] == "1"
+    finally:
+        shutil.rmtree(shared)

@@ -26,6 +26,7 @@ from . import images, runner
 from .containers import Run
 from .context import HostEnv
 from .env import EnvError, ObjectGetter, base_env, container_env, expand_argv, storage_env
+from .identity import Identity, IdentityError, identity
 from .kube import TRANSIENT
 from .podstate import PodState
 from .probes import ContainerProbes
@@ -55,6 +56,7 @@ class Prepared:
     image_id: str
     command: list[str]  # the container's own command line, for the log
     mounts: list[Mount]  # what `argv` bind-mounts (empty where the agent may not mount)
+    user: Identity | None = None  # who `argv` runs as (None: the agent's own user)
 
 
 def _is_exec(p: str) -> bool:
@@ -106,7 +108,8 @@ def prepare(
             get_config_map=get_config_map,
         )
         mounts = mounts_for(spec, volumes)
-    except (EnvError, VolumeError) as e:
+        user = identity(pod, spec) if host.can_mount else None  # setuid needs root
+    except (EnvError, VolumeError, IdentityError) as e:
         raise StartError(CONFIG_ERROR, str(e)) from e
     resolved = images.resolve(
         run.image,
@@ -128,8 +131,10 @@ def prepare(
             run.name,
             kc,
         )
-    argv = build_argv(resolved.argv, prefix, mounts, can_mount=host.can_mount)
-    return Prepared(argv, env, resolved.image_id, resolved.argv, mounts if host.can_mount else [])
+    become = user.setpriv_argv() if user is not None else []
+    argv = build_argv(resolved.argv, prefix, mounts, can_mount=host.can_mount, become=become)
+    shown = mounts if host.can_mount else []
+    return Prepared(argv, env, resolved.image_id, resolved.argv, shown, user)
 
 
 def start_container(w: PodState, run: Run) -> list[float]:
@@ -190,12 +195,14 @@ def _launch(w: PodState, run: Run, prep: Prepared) -> runner.Proc:
     exec it (also when the template fails: a pod never waits on it)."""
     log_path, pid_path = w.dir / f"{run.name}.log", w.dir / f"{run.name}.pid"
     template = w.ctx.template
-    if template is not None and template.serves(prep.command[0]):
+    forkable = prep.user is None or prep.user.forkable
+    if template is not None and template.serves(prep.command[0]) and forkable:
         netns = w.net.netns if w.net else None
         try:
             return template.launch(
-                prep.command, prep.env, w.dir, log_path, pid_path, netns=netns, mounts=prep.mounts
-            )
+                prep.command, prep.env, w.dir, log_path, pid_path,
+                netns=netns, mounts=prep.mounts, user=prep.user,
+            )  # fmt: skip
         except OSError as e:
             log.warning("pod %s: %s; exec'ing container %s instead", w.uid, e, run.name)
     return runner.launch(prep.argv, prep.env, w.dir, log_path, pid_path, shown=prep.command)

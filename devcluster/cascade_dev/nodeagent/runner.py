@@ -10,8 +10,9 @@ the back-off step and, once seen, the exit code.
 
 When the agent may mount (root), the argv is wrapped in `sh -c` that bind-mounts each
 volume at its mountPath inside the private mount namespace `ip netns exec` (or
-`unshare --mount` without a netns) creates, then execs the command; the pid stays the
-same through every exec.
+`unshare --mount` without a netns) creates, then execs the command, through `setpriv`
+where the container's securityContext names another user (identity.py); the pid stays
+the same through every exec.
 """
 
 from __future__ import annotations
@@ -57,13 +58,19 @@ def mount_script(mounts: Sequence[Mount]) -> str:
 
 
 def build_argv(
-    argv: Sequence[str], prefix: Sequence[str], mounts: Sequence[Mount], *, can_mount: bool
+    argv: Sequence[str],
+    prefix: Sequence[str],
+    mounts: Sequence[Mount],
+    *,
+    can_mount: bool,
+    become: Sequence[str] = (),
 ) -> list[str]:
-    """Full command line: network-namespace prefix, optional mount wrapper, the program."""
+    """Full command line: network-namespace prefix, optional mount wrapper (as root), the
+    identity change (`become`: setpriv, identity.py), the program."""
     if not (mounts and can_mount):
-        return [*prefix, *argv]
+        return [*prefix, *become, *argv]
     ns = list(prefix) or ["unshare", "--mount", "--propagation", "private"]
-    return [*ns, "sh", "-c", mount_script(mounts), "cascade-mounts", *argv]
+    return [*ns, "sh", "-c", mount_script(mounts), "cascade-mounts", *become, *argv]
 
 
 @dataclass

@@ -26,10 +26,12 @@ from cascade_dev.template.messages import (
     MountSpec,
     Spawn,
     Spawned,
+    UserSpec,
     decode,
     encode,
 )
 
+from .identity import Identity
 from .runner import ExitWaiter, Mount, Proc, start_ticks, write_log_header
 
 log = logging.getLogger(__name__)
@@ -115,8 +117,10 @@ class WorkerTemplate:
         *,
         netns: str | None,
         mounts: Sequence[Mount],
+        user: Identity | None = None,
     ) -> Proc:
-        """Fork the container from the template; OSError when the template cannot."""
+        """Fork the container from the template, as `user` (one that keeps no
+        capability: Identity.forkable); OSError when the template cannot."""
         with self._lock:
             sock, self._next_id = self._sock, self._next_id + 1
             req_id = self._next_id
@@ -129,6 +133,7 @@ class WorkerTemplate:
             str(cwd),
             netns,
             [MountSpec(m.source, m.target, m.read_only) for m in mounts],
+            UserSpec(user.uid, user.gid, list(user.groups), user.no_new_privs) if user else None,
         )
         with open(log_path, "ab") as log_file:
             write_log_header(log_file, argv, via="worker template")

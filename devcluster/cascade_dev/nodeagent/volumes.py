@@ -113,6 +113,26 @@ def _claim_path(api: VolumeSource, ns: str, claim: str) -> Path:
     return Path(host)
 
 
+def _own(root: Path, pod_security: Mapping[str, Any]) -> None:
+    """A claim's files owned by the pod's fsGroup, group-writable (directories setgid),
+    as the kubelet does for a volume that supports ownership management; with
+    fsGroupChangePolicy OnRootMismatch only when the root's group differs."""
+    group = pod_security.get("fsGroup")
+    if group is None:
+        return
+    gid = int(group)
+    on_mismatch = pod_security.get("fsGroupChangePolicy") == "OnRootMismatch"
+    if on_mismatch and root.stat().st_gid == gid:
+        return
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        os.chown(path, -1, gid)
+        mode = path.stat().st_mode
+        extra = 0o2070 if path.is_dir() else (0o060 | (0o010 if mode & 0o100 else 0))
+        os.chmod(path, (mode & 0o7777) | extra)
+
+
 def materialize(
     pod: Mapping[str, Any], pod_dir: Path, api: VolumeSource, *, pod_ip: str, host_ip: str
 ) -> dict[str, Path]:
@@ -131,10 +151,12 @@ def materialize(
             continue
         if "persistentVolumeClaim" in vol:
             out[name] = _claim_path(api, ns, str(vol["persistentVolumeClaim"]["claimName"]))
+            _own(out[name], (pod.get("spec") or {}).get("securityContext") or {})
             continue
         target.mkdir(parents=True, exist_ok=True)
         out[name] = target
         if "emptyDir" in vol:
+            os.chmod(target, 0o777)  # as the kubelet makes it: any container user writes
             continue
         if "secret" in vol or "configMap" in vol:
             _project(pod, target, [vol], 0o644, api, pod_ip, host_ip)

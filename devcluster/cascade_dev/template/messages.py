@@ -21,6 +21,16 @@ class MountSpec:
 
 
 @dataclass(frozen=True)
+class UserSpec:
+    """Who the child becomes (nodeagent.identity): uid, gid, extra groups, no new privs."""
+
+    uid: int
+    gid: int
+    groups: list[int] = field(default_factory=list)
+    no_new_privs: bool = False
+
+
+@dataclass(frozen=True)
 class Spawn:
     """Start `argv` (argv[0]: a console script the template serves) as a container."""
 
@@ -30,6 +40,7 @@ class Spawn:
     cwd: str
     netns: str | None = None  # `ip netns` name to join; None: the template's own
     mounts: list[MountSpec] = field(default_factory=list)  # bind mounts in a private mount ns
+    user: UserSpec | None = None  # None: stay root
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,7 @@ def decode(data: bytes) -> Message:
         kind = _KINDS[raw.pop("kind")]
         if kind is Spawn:
             raw["mounts"] = [MountSpec(**m) for m in raw.get("mounts") or []]
+            raw["user"] = UserSpec(**raw["user"]) if raw.get("user") else None
         return kind(**raw)
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"bad template message {data[:200]!r}: {e}") from e

@@ -4,7 +4,8 @@ mount wrapper (nodeagent.runner.mount_script) do for an exec'd container.
 `ip netns exec NAME` joins the named network namespace, makes a private (slave) mount
 namespace and remounts /sys so it shows that namespace's interfaces; the wrapper then
 bind-mounts each volume at its mountPath. Python 3.11 has no os.setns/os.unshare, so
-the system calls go through libc. Linux only; needs root (CAP_SYS_ADMIN).
+the system calls go through libc. Linux only; needs root (CAP_SYS_ADMIN). Last, the
+child becomes the container's user (`become`), as `setpriv` does for an exec'd one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import ctypes
 import os
 from collections.abc import Sequence
 
-from .messages import MountSpec
+from .messages import MountSpec, UserSpec
 
 NETNS_DIR = "/run/netns"
 CLONE_NEWNS = 0x00020000
@@ -24,6 +25,7 @@ MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_SLAVE = 0x80000
 MNT_DETACH = 0x2
+PR_SET_NO_NEW_PRIVS = 38
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -88,3 +90,13 @@ def enter(netns: str | None, mounts: Sequence[MountSpec]) -> None:
         remount_sys(netns)
     for m in mounts:
         bind(m)
+
+
+def become(user: UserSpec) -> None:
+    """Take on the container's user (after the mounts, which need root): dropping root's
+    uid clears every capability, and no new privileges if asked."""
+    if user.no_new_privs:
+        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    os.setgroups(user.groups)
+    os.setgid(user.gid)
+    os.setuid(user.uid)

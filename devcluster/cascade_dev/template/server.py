@@ -87,6 +87,8 @@ def run_child(req: Spawn, entry: Entry, log_fd: int, close: Sequence[int]) -> No
         os.close(log_fd)
         namespaces.enter(req.netns, req.mounts)
         os.chdir(req.cwd)
+        if req.user is not None:
+            namespaces.become(req.user)
         os.environ.clear()
         os.environ.update(req.env)
         _retune_threads()
