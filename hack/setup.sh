@@ -25,6 +25,12 @@ if [ "${#need[@]}" -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# The user Cascade's images run as (Dockerfile.*: useradd --uid 10001 cascade): the dev
+# cluster runs pods as their securityContext's user, and programs that look their user
+# up (getpass, kopf) find it as in the image.
+getent passwd 10001 >/dev/null || $SUDO useradd --uid 10001 --user-group --no-create-home \
+  --shell /usr/sbin/nologin cascade
+
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
   .venv/bin/pip install -q -U pip
