@@ -104,18 +104,20 @@ def spec_from_args(args: argparse.Namespace) -> ModelSpec:
 
 
 def share_with_pods(model_dir: Path) -> None:
-    """The model directory group-owned by the pods' group (POD_USER) and group-writable,
-    setgid: pods run as that user, read the model and, with materialization on, write
-    `.materialized/` into it (a node's model directory is its owner's to share so). Only
-    as root (no one else may give a file away); elsewhere the directory stays as made."""
+    """The model directory group-owned by the pods' group (POD_USER), group-writable and
+    setgid, its files group-readable: pods run as that user, read the model and, with
+    materialization on, write `.materialized/` into it (a node's model directory is its
+    owner's to share so). Only as root (no one else may give a file away); elsewhere the
+    directory stays as made."""
     if os.geteuid() != 0:
         return
-    os.chown(model_dir, -1, POD_USER)
-    os.chmod(model_dir, (model_dir.stat().st_mode & 0o7777) | 0o2070)
     done = model_dir / ARTIFACT_DIR
-    if done.is_dir():
-        os.chown(done, -1, POD_USER)
-        os.chmod(done, (done.stat().st_mode & 0o7777) | 0o2070)
+    for path in [model_dir, *model_dir.iterdir(), *(done.iterdir() if done.is_dir() else [])]:
+        if path.is_symlink():
+            continue
+        os.chown(path, -1, POD_USER)
+        extra = 0o2070 if path.is_dir() else 0o040  # files: readable by the group
+        os.chmod(path, (path.stat().st_mode & 0o7777) | extra)
 
 
 def _init(args: argparse.Namespace) -> int:

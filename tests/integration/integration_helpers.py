@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from cascade_dev.testing import DevCluster
+from cascade_dev.testing import DevCluster, wait_for
 from cascade_protocol.peer_auth import SECRET_KEY, TokensByHost, secret_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -256,6 +256,23 @@ def namespace_with_operator(
         ns.kubectl("delete", "md", "--all", "--wait=false", check=False)
         dev.kubectl("delete", "namespace", ns.ns, "--wait=false", check=False)
         ns.operator.stop()
+
+
+@contextmanager
+def real_model_served(
+    dev: DevCluster, md: str, replicas: int, log_dir: Path, timeout: float = 400
+) -> Iterator[tuple[Namespace, str]]:
+    """The real model (SmolLM2, tests/real_model.py) as ModelDeployment `md` with
+    `replicas` Ready instances, in a namespace of its own: (namespace, gateway URL)."""
+    from real_model import ensure_real_model
+
+    model = ensure_real_model()
+    with namespace_with_operator(dev, f"cascade-{md}", log_dir) as ns:
+        manifest = model_deployment(md, replicas, model=model)
+        ns.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(manifest))
+        wait_for(f"{replicas} ready workers", lambda: len(ns.ready_pods(md)) == replicas,
+                 timeout=timeout)  # fmt: skip
+        yield ns, dev.url(f"{ns.ns}/{md}-gateway")
 
 
 @contextmanager

@@ -26,11 +26,10 @@ import pytest
 from integration_helpers import (
     Namespace,
     container_pid,
-    model_deployment,
-    namespace_with_operator,
     process_tree,
+    real_model_served,
 )
-from real_model import PROMPTS, ensure_real_model
+from real_model import PROMPTS
 
 from cascade_dev.testing import DevCluster, wait_for
 
@@ -48,14 +47,9 @@ STOPPED_S = 40.0
 def served(
     dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Namespace, str]]:
-    model = ensure_real_model()
     log_dir = tmp_path_factory.mktemp("hung")
-    with namespace_with_operator(dev_cluster, "cascade-hung", log_dir) as ns:
-        manifest = model_deployment(MD, REPLICAS, model=model)
-        ns.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(manifest))
-        wait_for("3 ready workers", lambda: len(ns.ready_pods(MD)) == REPLICAS, timeout=400)
-        url = dev_cluster.url(f"{ns.ns}/{MD}-gateway")
-        yield ns, url
+    with real_model_served(dev_cluster, MD, REPLICAS, log_dir, timeout=400) as served:
+        yield served
 
 
 def stream(url: str, prompt: str, started: list[float]) -> tuple[str, list[float]]:

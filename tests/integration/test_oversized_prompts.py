@@ -21,8 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from integration_helpers import Namespace, model_deployment, namespace_with_operator
-from real_model import ensure_real_model
+from integration_helpers import Namespace, real_model_served
 
 from cascade_api.constants import WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
@@ -38,14 +37,9 @@ PROMPT = ("The quick brown fox jumps over the lazy dog. " * 20_000)[:900_000]
 def served(
     dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Namespace, str]]:
-    model = ensure_real_model()
     log_dir = tmp_path_factory.mktemp("oversized")
-    with namespace_with_operator(dev_cluster, "cascade-oversized", log_dir) as ns:
-        manifest = model_deployment(MD, 1, model=model)
-        ns.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(manifest))
-        wait_for("1 ready worker", lambda: len(ns.ready_pods(MD)) == 1, timeout=300)
-        url = dev_cluster.url(f"{ns.ns}/{MD}-gateway")
-        yield ns, url
+    with real_model_served(dev_cluster, MD, 1, log_dir, timeout=300) as served:
+        yield served
 
 
 def post(url: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], float]:

@@ -30,6 +30,7 @@ def write_shards(
         file_name = shard_name(i, len(shards))
         part = {n: tensor(n) for n in names}
         save_file(part, str(out_dir / file_name), metadata={"format": "pt"})
+        (out_dir / file_name).chmod(0o644)  # safetensors writes 0600; weights are for all
         total += sum(t.numel() * t.element_size() for t in part.values())
         weight_map.update(dict.fromkeys(names, file_name))
         files.append(file_name)
