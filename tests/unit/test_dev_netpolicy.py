@@ -146,3 +146,16 @@ def test_nft_takes_the_ruleset_in_a_namespace() -> None:
         assert "cascade_policy" not in listed.stdout
     finally:
         subprocess.run(["ip", "netns", "del", netns], check=False)
+
+
+def test_the_agents_own_pods_count_with_their_address_before_the_api_shows_it() -> None:
+    from cascade_dev.nodeagent.policies import LocalPod, with_local_ips
+
+    new = pod("llama-2", "team-a", "", labels("llama", c.COMPONENT_WORKER))
+    del new["status"]["podIP"]
+    unlisted = pod("llama-3", "team-a", "", labels("llama", c.COMPONENT_WORKER))
+    local = [LocalPod(new, "cxp-2", "10.0.0.7"), LocalPod(unlisted, "cxp-3", "10.0.0.8")]
+    pods = with_local_ips([*PODS, new], local)
+    allows = ingress_allows(WORKER, network_policies(REF, CFG), pods, NAMESPACES)
+    assert admitted(allows, "10.0.0.7", c.DATA_PORT) and admitted(allows, "10.0.0.8", c.DATA_PORT)
+    assert new["status"] == {}  # the API's copy is left as it was

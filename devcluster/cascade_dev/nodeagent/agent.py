@@ -30,7 +30,7 @@ from .kube import Kube
 from .logserver import LogServer
 from .nodes import NodeSpec, load_nodes
 from .pods import RETRY_S, PodWorker
-from .policies import PolicySync
+from .policies import LocalPod, PolicySync
 from .procwatch import ExitWatcher
 from .templated import WorkerTemplate, enabled
 from .watcher import PodWatcher
@@ -114,11 +114,16 @@ class Agent:
         for uid in [*live, *gone]:
             self.queue.add(uid)
 
-    def _local_pods(self) -> list[tuple[dict[str, Any], str]]:
-        """Each pod this agent runs in a network namespace, with that namespace."""
+    def _local_pods(self) -> list[LocalPod]:
+        """Each pod this agent runs in a network namespace, with that namespace and its
+        address."""
         with self._lock:
             workers = list(self._workers.values())
-        return [(w.pod, w.net.netns) for w in workers if w.pod and w.net and w.net.netns]
+        return [
+            LocalPod(w.pod, w.net.netns, w.net.ip)
+            for w in workers
+            if w.pod and w.net and w.net.netns
+        ]
 
     def _find_pod(self, namespace: str, name: str) -> Path | None:
         with self._lock:
