@@ -47,6 +47,18 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+# Pods on the dev cluster run this venv's Python and this checkout as that user: every
+# directory above them must let it through (search only, `o+x`, never `o+r`). A Python
+# installed below root's home (pyenv in /root, mode 0700) otherwise cannot start.
+base=$(.venv/bin/python -c 'import sys; print(sys.base_prefix)')
+for top in "$base" "$PWD"; do
+  d=$top
+  while [ "$d" != / ]; do
+    [ -n "$(find "$d" -maxdepth 0 -perm -o=x)" ] || $SUDO chmod o+x "$d"
+    d=$(dirname "$d")
+  done
+done
+
 bash hack/build-kube.sh
 bash hack/install-helm.sh >/dev/null
 echo "setup complete"
