@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from cascade_bench.table import format_rows
+from cascade_protocol.stats import percentile
 from cascade_sim.config import BATCH, INTERACTIVE, Deployment, SimConfig, Slo
-from cascade_sim.metrics import completed, percentile
+from cascade_sim.metrics import completed
 from cascade_sim.profile import CapacityProfile
 from cascade_sim.sim import Result
 

@@ -13,23 +13,14 @@ the demand figures (arrivals, batch queue, output lengths) are
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Sequence
 
 from cascade_protocol.gateway_load import ClassLoad
+from cascade_protocol.stats import nearest_rank
 
 WINDOW_S = 60.0
 MAX_SAMPLES = 4096
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in [0, 100]); None for no samples."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
 
 
 class RecentWindow:
@@ -55,9 +46,9 @@ def class_load(
         queued=queued,
         in_flight=in_flight,
         queue_limit=limit,
-        ttft_p50_s=percentile(ttft, 50),
-        ttft_p90_s=percentile(ttft, 90),
-        ttft_p99_s=percentile(ttft, 99),
-        queue_wait_p50_s=percentile(waits, 50),
-        queue_wait_p90_s=percentile(waits, 90),
+        ttft_p50_s=nearest_rank(ttft, 50),
+        ttft_p90_s=nearest_rank(ttft, 90),
+        ttft_p99_s=nearest_rank(ttft, 99),
+        queue_wait_p50_s=nearest_rank(waits, 50),
+        queue_wait_p90_s=nearest_rank(waits, 90),
     )

@@ -21,20 +21,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cascade_protocol.stats import percentile
 from cascade_sim.config import BATCH, CLASSES, INTERACTIVE, Slo
 from cascade_sim.sim import Result
 from cascade_sim.workload import Req
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-th percentile, linear between ranks; None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def completed(r: Req) -> bool:

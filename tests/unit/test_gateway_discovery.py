@@ -15,7 +15,7 @@ from cascade_gateway.discovery import (
     worker_selector,
 )
 from cascade_gateway.kube import list_backends, pod_view
-from cascade_gateway.loadreport import RecentWindow, class_load, percentile
+from cascade_gateway.loadreport import RecentWindow, class_load
 from cascade_protocol.generate import RequestClass
 from cascade_protocol.load import LoadReport
 from cascade_protocol.roles import InstanceRole
@@ -117,15 +117,6 @@ def test_relabel_keeps_the_backend_state() -> None:
     # A static URL also listed by discovery stays static and mixed.
     pool.set_discovered([Discovered("http://static", "pod-s", BATCH)])
     assert [(s.url, s.pod, s.role) for s in pool.states()] == [("http://static", "", MIXED)]
-
-
-def test_percentile_nearest_rank() -> None:
-    assert percentile([], 50) is None
-    assert percentile([3.0], 90) == 3.0
-    values = [float(v) for v in range(1, 11)]
-    assert (percentile(values, 50), percentile(values, 90), percentile(values, 100)) == (
-        5.0, 9.0, 10.0
-    )  # fmt: skip
 
 
 def test_recent_window_forgets_old_samples() -> None:

@@ -4,17 +4,15 @@ autoscaler on a simulated instance."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pytest
 
 from cascade_api.modeldeployment import ModelDeploymentSpec
-from cascade_bench.replay.metrics import percentile as replay_percentile
 from cascade_sim.config import Deployment, SimConfig, Slo, from_spec
 from cascade_sim.gateway import Gateway
 from cascade_sim.instance import Instance
-from cascade_sim.metrics import class_summary, percentile
+from cascade_sim.metrics import class_summary
 from cascade_sim.policies import FixedPolicy
 from cascade_sim.profile import CapacityProfile, CurvePoint, from_document
 from cascade_sim.sim import simulate
@@ -185,9 +183,3 @@ def test_local_autoscaler_cuts_the_cap_when_itl_breaks_the_slo() -> None:
     caps = [row["mean_cap"] for row in res.timeline]
     assert caps[0] < 64 and min(caps) <= 16
     assert all(TINY.step_s(int(c)) < 0.06 for c in caps[len(caps) // 2 :])
-
-
-def test_percentile_is_the_replays() -> None:
-    values = [math.sin(i) * 10 for i in range(101)]
-    for q in (0, 50, 90, 99, 100):
-        assert percentile(values, q) == pytest.approx(replay_percentile(values, q))

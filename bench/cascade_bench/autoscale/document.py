@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from cascade_bench.autoscale import compare
-from cascade_bench.replay.metrics import percentile
+from cascade_protocol.stats import percentile
 
 BIN_S = 30.0  # TTFT and attainment bins for the plot
 

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cascade_bench.replay.metrics import percentile
 from cascade_protocol.gateway_load import ClassLoad, GatewayLoad
+from cascade_protocol.stats import percentile
 
 
 @dataclass(frozen=True)

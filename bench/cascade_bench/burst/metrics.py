@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cascade_bench.burst import timeline as tl
-from cascade_bench.replay.metrics import percentile
 from cascade_bench.replay.record import RequestRecord
+from cascade_protocol.stats import percentile
 
 STW = "stop_the_world"
 LIVE = ("pipelines", "cooperative")

@@ -28,7 +28,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from cascade_bench.replay.metrics import percentile
+from cascade_protocol.stats import percentile
 
 Chunk = tuple[float, int]  # (arrival time in seconds, tokens in the chunk)
 

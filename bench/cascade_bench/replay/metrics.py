@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 
 from cascade_bench.replay.record import RequestRecord
 from cascade_bench.replay.scale import BATCH, CLASSES, INTERACTIVE
+from cascade_protocol.stats import percentile
 
 QUANTILES = (50, 90, 99)
 
@@ -43,17 +43,6 @@ DEFAULT_SLOS: Mapping[str, Slo] = {
     INTERACTIVE: Slo(ttft_s=2.0, itl_s=0.2),
     BATCH: Slo(ttft_s=30.0, itl_s=None),
 }
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-th percentile with linear interpolation between ranks (numpy's default)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def distribution(values: Sequence[float]) -> dict[str, float | None]:

@@ -46,8 +46,7 @@ from cascade_operator.weights.decision import (
     StatusPatch,
 )
 from cascade_operator.weights.followup import free_targets
-from cascade_operator.weights.orders import LoadOrder, ServeOrder, addressable
-from cascade_operator.weights.orders import transfer_orders as orders_for
+from cascade_operator.weights.orders import LoadOrder, ServeOrder, addressable, transfer_orders
 from cascade_operator.weights.plans import PlanView, by_age
 from cascade_operator.weights.pool import PoolDecision
 from cascade_operator.weights.progress import (
@@ -151,7 +150,7 @@ def _pending(
         _finish(out, view, view.status, PlanPhase.CANCELLED, "Superseded", problem, now)
         return False
     live = md.live_scaling
-    orders = orders_for(
+    orders = transfer_orders(
         view.name, spec, workers, live=live.enabled, cooperative=live.cooperative,
         send_mbit=md.multicast.rate_mbit,
     )  # fmt: skip
