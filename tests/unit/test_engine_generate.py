@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from engine_harness import PROMPTS, drain, greedy, make_model, request, text, token_ids
+from engine_harness import PROMPTS, drain, greedy, request, text, token_ids
 
 from cascade_protocol.generate import (
     ChatMessage,
@@ -27,11 +27,6 @@ from cascade_worker.engine.protocol import RequestRejected
 from cascade_worker.engine.stage import StageModel
 
 NEW = 16
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_model(tmp_path_factory.mktemp("llama"), "llama")
 
 
 def engine(model_dir: Path, **kw: object) -> LLMEngine:

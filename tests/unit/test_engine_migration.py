@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from engine_harness import PROMPTS, drain, greedy, make_model, request, text, token_ids
+from engine_harness import PROMPTS, drain, greedy, request, text, token_ids
 from pydantic import ValidationError
 
 from cascade_protocol.generate import (
@@ -30,11 +30,6 @@ from cascade_worker.engine.tokenizer import EngineTokenizer, IncrementalDetokeni
 
 NEW = 40
 MULTIBYTE = "Hello, wörld! 🙂 日本語のテキスト, emoji 👩‍👩‍👧‍👦 and code: def f(x): return x"
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_model(tmp_path_factory.mktemp("llama"), "llama")
 
 
 @pytest.fixture(scope="module")

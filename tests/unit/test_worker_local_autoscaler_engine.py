@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_harness import drain, greedy, make_model, request
+from engine_harness import drain, greedy, request
 from serving_harness import run
 
 from cascade_autoscaler.batch_size import BatchLimits
@@ -17,11 +17,6 @@ from cascade_protocol.generate import FinishReason
 from cascade_worker.engine.engine import LLMEngine
 from cascade_worker.serving.async_engine import AsyncEngine
 from cascade_worker.serving.local_autoscaler import ItlSlos, LocalAutoscaler
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_model(tmp_path_factory.mktemp("llama"), "llama")
 
 
 def engine(model_dir: Path, max_batch: int = 4) -> LLMEngine:
