@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cascade_cli.model import share_with_pods
+
 REAL_MODEL = Path("/var/lib/cascade/models/smollm2-135m-instruct")
 REAL_MODEL_URI = f"file://{REAL_MODEL}"
 # Prompts with answers a reader can check, and a few that make the model write at length.
@@ -53,6 +55,7 @@ def ensure_real_model() -> Path:
                 capture_output=True,
                 timeout=600,
             )
+        share_with_pods(REAL_MODEL)  # one made before pods ran as 10001 (a no-op since)
     return REAL_MODEL
 
 
