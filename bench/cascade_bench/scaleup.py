@@ -11,20 +11,16 @@ Completed, scale to all Ready). `timings` and `table` are pure; `run` does the I
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cascade_api import constants as c
 from cascade_api.scaleplan import ScalePlanSpec, ScalePlanStatus
+from cascade_bench.operator_process import operator_process
 from cascade_bench.table import format_rows
 from cascade_planner.calibrate import HopSample, fit, sample
 
@@ -180,7 +176,7 @@ def run(cfg: ScaleupConfig, say: Callable[[str], None] = print) -> dict[str, Any
     if cfg.namespace is None:
         core.create_namespace({"metadata": {"name": ns}})
     try:
-        with _operator(ns, cfg.run_operator, cfg.model_path.resolve()):
+        with operator_process(ns, cfg.run_operator, cfg.model_path.resolve()):
             return _scaleup(cfg, core, custom, ns, name, say)
     finally:
         if cfg.namespace is None:
@@ -251,27 +247,3 @@ def _wait(check: Callable[[], bool], timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
         time.sleep(0.5)
-
-
-@contextmanager
-def _operator(ns: str, start: bool, model: Path | None = None) -> Iterator[None]:
-    """A `cascade-operator` watching `ns` for the bench (when no installed one does),
-    letting pods read `model` if given (else its default model roots)."""
-    if not start:
-        yield
-        return
-    exe = Path(sys.executable).with_name("cascade-operator")
-    log = Path(tempfile.gettempdir()) / f"{ns}-operator.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [str(exe), "--namespace", ns, "--liveness-port", "0", "--metrics-port", "0"],
-            env=dict(os.environ) | ({"CASCADE_MODEL_ROOTS": str(model)} if model else {}),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    print(f"operator log: {log}", file=sys.stderr)
-    try:
-        yield
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)

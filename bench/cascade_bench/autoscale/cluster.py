@@ -27,7 +27,7 @@ from cascade_api import constants as c
 from cascade_bench.autoscale.manifest import md_name
 from cascade_bench.autoscale.timeline import Sample
 from cascade_bench.capacity.cluster import _apply_crds
-from cascade_bench.scaleup import _operator
+from cascade_bench.operator_process import operator_process
 from cascade_dev import cluster as devcluster
 from cascade_dev import controlplane, processes
 from cascade_dev.cpuquota import LABEL_NODE_CPU
@@ -232,7 +232,7 @@ def bench_namespace(kubeconfig: Path) -> Iterator[Bench]:
     core.create_namespace({"metadata": {"name": ns}})
     _log(f"namespace {ns}")
     try:
-        with _operator(ns, True):
+        with operator_process(ns, True):
             yield Bench(core, custom, ns)
     finally:
         core.delete_namespace(ns)

@@ -30,7 +30,7 @@ import yaml
 
 from cascade_api import constants as c
 from cascade_api.crd import model_deployment_crd, scale_plan_crd
-from cascade_bench.scaleup import _operator
+from cascade_bench.operator_process import operator_process
 from cascade_bench.worker_auth import authorize
 from cascade_dev.cpuquota import LABEL_NODE_CPU
 
@@ -173,7 +173,7 @@ def deployment(kubeconfig: Path) -> Iterator[Deployment]:
     ns = f"cascade-capacity-{uuid.uuid4().hex[:6]}"
     core.create_namespace({"metadata": {"name": ns}})
     try:
-        with _operator(ns, True):
+        with operator_process(ns, True):
             d = Deployment(core, custom, ns)
             try:
                 yield d
