@@ -55,11 +55,14 @@ class Cut:
 
     async def open(self, pending: Awaitable[aiohttp.ClientResponse]) -> aiohttp.ClientResponse:
         """The response of `pending`; TimeoutError if cut before its headers came."""
-        async with asyncio.timeout(None) as self._opening:
-            if self.reason is not None:
-                raise TimeoutError
-            response = await pending
-        self._opening, self._response = None, response
+        try:
+            async with asyncio.timeout(None) as self._opening:
+                if self.reason is not None:
+                    raise TimeoutError
+                response = await pending
+        finally:
+            self._opening = None  # a wait that ended is never rescheduled
+        self._response = response
         return response
 
     def cut(self, reason: str) -> None:
