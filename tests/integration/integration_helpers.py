@@ -142,6 +142,10 @@ class Namespace:
         """The deployment's live host-copy pods, by name."""
         return self._pods(md, "host-copy")
 
+    def gateway_pods(self, md: str) -> list[dict[str, Any]]:
+        """The deployment's live gateway pods."""
+        return self._pods(md, "gateway")
+
     def _pods(self, md: str, component: str) -> list[dict[str, Any]]:
         selector = f"cascade.dev/deployment={md},app.kubernetes.io/component={component}"
         pods = json.loads(self.kubectl("get", "pods", "-l", selector, "-o", "json"))["items"]

@@ -146,10 +146,7 @@ def test_another_namespace_cannot_reach_the_workers_but_the_deployment_can(
     wait_for("the NetworkPolicies", lambda: names(ns) == POLICIES, timeout=60)
     first, second = ns.ready_pods(MD)
     worker_ip = first["status"]["podIP"]
-    gateway = json.loads(
-        ns.kubectl("get", "pods", "-l", f"cascade.dev/deployment={MD},"
-                   "app.kubernetes.io/component=gateway", "-o", "json")
-    )["items"][0]  # fmt: skip
+    gateway = ns.gateway_pods(MD)[0]
     gateway_ip = gateway["status"]["podIP"]
     tenant = f"{ns.ns}-b"
     dev_cluster.kubectl("create", "namespace", tenant)
