@@ -1,6 +1,6 @@
 """Bodies of the orders a worker's control API takes, and what it answers.
 
-The control API (cascade_worker.control) is spoken by the operator (dispatch of plan
+The control API (cascade_worker.control.jobs) is spoken by the operator (dispatch of plan
 roles, serve and load orders), by other workers (`fetch`) and by people with curl, so
 every body is a pydantic model with camelCase names on the wire and unknown fields are
 rejected (a typo must not silently mean "use the default"). Both sides build and parse

@@ -112,14 +112,14 @@ def pipeline(
 def start_stage_processes(
     model_dir: Path, layer_ranges: Sequence[tuple[int, int]], timeout: float = 60
 ) -> list[tuple[subprocess.Popen[str], str]]:
-    """`python -m cascade_worker.pipeline.stage` per range, started together, each on a
+    """`python -m cascade_worker.pipeline.stage_process` per range, started together, each on a
     free port; (process, address) of each once it printed READY."""
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "cascade_worker.pipeline.stage",
+                "cascade_worker.pipeline.stage_process",
                 "--model-dir",
                 str(model_dir),
                 "--layers",

@@ -18,11 +18,11 @@ from aiohttp.test_utils import TestServer
 
 from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
 from cascade_worker.config import WorkerConfig
-from cascade_worker.control import CONTROL_KEY
-from cascade_worker.engine.protocol import EngineStats, RequestRejected
+from cascade_worker.control.jobs import CONTROL_KEY
+from cascade_worker.engine.core import EngineStats, RequestRejected
+from cascade_worker.engine.options import EngineOptions
 from cascade_worker.main import build_app
 from cascade_worker.serving.api import SERVING_KEY
-from cascade_worker.serving.factory import EngineOptions
 from cascade_worker.serving.service import Serving
 
 VOCAB = 1000

@@ -16,8 +16,8 @@ from cascade_worker.blocks.pacing import CHUNK_BYTES, Pacer, bytes_per_second
 from cascade_worker.blocks.pack import pack_model
 from cascade_worker.blocks.safetensors_io import open_model
 from cascade_worker.config import WorkerConfig
-from cascade_worker.control import Control
-from cascade_worker.control_load import claim_load, run_load
+from cascade_worker.control.jobs import Control
+from cascade_worker.control.load import claim_load, run_load
 from cascade_worker.model.checkpoint import write_checkpoint
 from cascade_worker.model.spec import ModelSpec
 

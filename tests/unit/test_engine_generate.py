@@ -20,10 +20,10 @@ from cascade_protocol.generate import (
 )
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
+from cascade_worker.engine.core import RequestRejected
 from cascade_worker.engine.engine import LLMEngine
 from cascade_worker.engine.executor import LocalExecutor
 from cascade_worker.engine.kv_blocks import CacheConfig
-from cascade_worker.engine.protocol import RequestRejected
 from cascade_worker.engine.stage import StageModel
 
 NEW = 16

@@ -23,9 +23,9 @@ from cascade_protocol.generate import (
     Resume,
     SamplingParams,
 )
+from cascade_worker.engine.core import RequestRejected
 from cascade_worker.engine.engine import LLMEngine
 from cascade_worker.engine.output import TextStream
-from cascade_worker.engine.protocol import RequestRejected
 from cascade_worker.engine.tokenizer import EngineTokenizer, IncrementalDetokenizer
 
 NEW = 40

@@ -16,8 +16,8 @@ from pydantic import BaseModel
 
 from cascade_protocol import control, limits
 from cascade_protocol.generate import GenerateRequest
-from cascade_worker.control_errors import RequestError, parse_body
-from cascade_worker.engine.protocol import RequestRejected
+from cascade_worker.control.errors import RequestError, parse_body
+from cascade_worker.engine.core import RequestRejected
 from cascade_worker.engine.requests import prepare_prompt
 from cascade_worker.engine.sampling import SamplerState
 from cascade_worker.serving.api import parse_generate

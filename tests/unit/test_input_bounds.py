@@ -16,7 +16,7 @@ from cascade_protocol import limits
 from cascade_protocol.control import ServeRequest
 from cascade_protocol.generate import GenerateRequest, SamplingParams
 from cascade_worker.blocks.manifest import BlockManifest, ModelManifest, TensorEntry, check_fits
-from cascade_worker.control_errors import RequestError, parse_body
+from cascade_worker.control.errors import RequestError, parse_body
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.engine.sampling import SamplerState

@@ -11,7 +11,7 @@ from fuzz_strategies import deep_json, fuzz
 from hypothesis import given
 
 from cascade_protocol import control, json_body
-from cascade_worker.control_errors import RequestError, parse_body
+from cascade_worker.control.errors import RequestError, parse_body
 from cascade_worker.serving.api import parse_generate
 
 PAST_THE_PARSER = b"[" * 5000 + b"]" * 5000  # json.loads alone raises RecursionError

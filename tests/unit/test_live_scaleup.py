@@ -23,7 +23,7 @@ from cascade_planner import PlanRequest, plan, topology_from_nodes
 from cascade_planner.topology import BYTES_PER_MBIT, send_capped
 from cascade_protocol.control import TransferRequest
 from cascade_protocol.peer_auth import PeerKey
-from cascade_worker.control import node_options
+from cascade_worker.control.jobs import node_options
 from cascade_worker.multicast.runner import NodeOptions
 from cascade_worker.serving.live import LiveScaleUp, Prepared
 from cascade_worker.serving.live_plan import Seat, covers, seat_for, stage_address

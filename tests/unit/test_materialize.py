@@ -22,15 +22,16 @@ from cascade_protocol.materialize import (
     MaterializedState,
 )
 from cascade_worker.blocks.store import BlockStore
-from cascade_worker.engine.engine import LLMEngine
-from cascade_worker.engine.materialize import capture, start_key
-from cascade_worker.materialized import (
+from cascade_worker.control.artifacts import (
     choose,
     offer_stored,
     read_artifacts,
     saved,
     write_artifact,
 )
+from cascade_worker.engine.engine import LLMEngine
+from cascade_worker.engine.materialize import capture, start_key
+from cascade_worker.engine.options import EngineOptions
 from cascade_worker.multicast import NodeOptions
 from cascade_worker.multicast.local import (
     plan_blocks,
@@ -39,7 +40,7 @@ from cascade_worker.multicast.local import (
     start_nodes,
     synthetic_model,
 )
-from cascade_worker.serving.factory import EngineOptions, default_engine_factory
+from cascade_worker.serving.factory import default_engine_factory
 from cascade_worker.serving.restore import restoring
 
 

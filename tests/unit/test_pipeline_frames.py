@@ -23,7 +23,7 @@ from cascade_worker.pipeline.frames import (
     Work,
     model_fingerprint,
 )
-from cascade_worker.pipeline.stage import parse_args
+from cascade_worker.pipeline.stage_process import parse_args
 from cascade_worker.pipeline.wire import byte_buffer, empty, spec_of
 from cascade_worker.transport.frames import FrameError
 

@@ -1,4 +1,4 @@
-"""Pipelines of real processes: `python -m cascade_worker.pipeline.stage` per stage.
+"""Pipelines of real processes: `python -m cascade_worker.pipeline.stage_process` per stage.
 
 The head (this test process) runs layers [0, 1) and the engine; two stage processes run
 [1, 3) and [3, 4). They generate exactly the single-process greedy tokens; a stage

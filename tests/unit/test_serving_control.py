@@ -11,13 +11,10 @@ from pathlib import Path
 import pytest
 from serving_harness import Factory, FakeStore, request, run, worker
 
+from cascade_worker.engine.options import EngineOptions
 from cascade_worker.model.checkpoint import write_checkpoint
 from cascade_worker.model.spec import ModelSpec
-from cascade_worker.serving.factory import (
-    EngineOptions,
-    EngineUnavailable,
-    default_engine_factory,
-)
+from cascade_worker.serving.factory import EngineUnavailable, default_engine_factory
 
 
 def test_serve_then_drain_flips_status_and_readiness() -> None:

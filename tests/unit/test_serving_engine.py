@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 from serving_harness import FakeCore, run
 
 from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
-from cascade_worker.engine.protocol import RequestRejected as Rejected
+from cascade_worker.engine.core import RequestRejected as Rejected
 from cascade_worker.serving.async_engine import AsyncEngine
 from cascade_worker.serving.errors import NotServing, QueueFull
 from cascade_worker.serving.metrics import ServingMetrics, TokenRate

@@ -24,9 +24,10 @@ from serving_harness import FakeCore, Worker, run, worker
 from cascade_gateway.handlers import GATEWAY_KEY
 from cascade_gateway.main import build_app
 from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
-from cascade_worker.engine.protocol import EngineCore
+from cascade_worker.engine.core import EngineCore
+from cascade_worker.engine.options import EngineOptions
 from cascade_worker.serving.async_engine import AsyncEngine
-from cascade_worker.serving.factory import EngineOptions, default_engine_factory
+from cascade_worker.serving.factory import default_engine_factory
 from cascade_worker.serving.migration import InFlightRequest, migrate_now
 from cascade_worker.serving.stream import RequestStream
 

@@ -27,7 +27,7 @@ from pipeline_harness import ucx_notifier
 
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.config import WorkerConfig
-from cascade_worker.control import CONTROL_KEY
+from cascade_worker.control.jobs import CONTROL_KEY
 from cascade_worker.main import build_app
 from cascade_worker.serving.api import SERVING_KEY
 from cascade_worker.serving.service import Serving

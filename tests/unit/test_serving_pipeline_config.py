@@ -7,7 +7,7 @@ import pytest
 from cascade_api.constants import DATA_PORT, PIPELINE_PORT
 from cascade_protocol.control import LocalRequest, ServeRequest, StageRequest
 from cascade_worker.config import load_config
-from cascade_worker.control_errors import RequestError, parse_body
+from cascade_worker.control.errors import RequestError, parse_body
 
 
 def test_pipeline_port_default_env_and_flag() -> None:

@@ -28,9 +28,9 @@ from cascade_worker.blocks.manifest import ModelManifest, checksum, model_digest
 from cascade_worker.blocks.pack import pack_model
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.config import WorkerConfig
-from cascade_worker.control import Control, start_transfer
-from cascade_worker.control_errors import RequestError
-from cascade_worker.control_load import claim_load, run_load
+from cascade_worker.control.errors import RequestError
+from cascade_worker.control.jobs import Control, start_transfer
+from cascade_worker.control.load import claim_load, run_load
 from cascade_worker.model.checkpoint import write_checkpoint
 from cascade_worker.model.spec import ModelSpec
 from cascade_worker.multicast.local import plan_blocks, synthetic_model

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cascade_worker.control_errors import RequestError
-from cascade_worker.control_load import check_model
+from cascade_worker.control.errors import RequestError
+from cascade_worker.control.load import check_model
 
 
 def model(tmp_path: Path, config: dict[str, object], generation: str | None = None) -> Path:

@@ -19,12 +19,12 @@ from ports import free_port
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_planner.spec import plan_spec
 from cascade_protocol.control import ManifestInfo
-from cascade_worker import control
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.config import WorkerConfig
-from cascade_worker.control import CONTROL_KEY, Control
-from cascade_worker.control_errors import RequestError
-from cascade_worker.control_fetch import split_peer
+from cascade_worker.control import jobs as control
+from cascade_worker.control.errors import RequestError
+from cascade_worker.control.fetch import split_peer
+from cascade_worker.control.jobs import CONTROL_KEY, Control
 from cascade_worker.main import build_app
 from cascade_worker.model.checkpoint import write_checkpoint
 from cascade_worker.model.spec import ModelSpec
@@ -329,6 +329,6 @@ def test_a_background_job_that_fails_is_logged(caplog: pytest.LogCaptureFixture)
         await asyncio.sleep(0.01)
         assert not ctl.tasks  # held until done, then let go
 
-    with caplog.at_level("ERROR", logger="cascade_worker.control"):
+    with caplog.at_level("ERROR", logger="cascade_worker.control.jobs"):
         asyncio.run(scenario())
     assert "background job failed" in caplog.text and "the job broke" in caplog.text

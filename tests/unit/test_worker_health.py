@@ -120,11 +120,15 @@ def test_serve_drains_then_stops() -> None:
 
 
 def _http_status(url: str) -> int:
+    """The status code; 0 when no answer came within 2 s (a loaded machine, a process
+    still importing), so a wait for readiness asks again instead of failing."""
     try:
         with urllib.request.urlopen(url, timeout=2) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as err:
         return err.code
+    except (TimeoutError, urllib.error.URLError):
+        return 0
 
 
 def _start(module: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], int]:

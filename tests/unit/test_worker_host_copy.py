@@ -9,7 +9,7 @@ import pytest
 from test_worker_control import TINY, config, run, workers
 
 from cascade_worker.config import load_config
-from cascade_worker.host_copy import REFUSED
+from cascade_worker.control.host_copy import REFUSED
 from cascade_worker.model.checkpoint import write_checkpoint
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx]

@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry
 
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_protocol.status import StartupStage, WeightsFrom
-from cascade_worker.control import weights_from
-from cascade_worker.startup import Startup, process_started_at
+from cascade_worker.control.jobs import weights_from
+from cascade_worker.timeline import Startup, process_started_at
 
 
 def test_the_process_began_before_now_and_after_boot() -> None:

@@ -2,13 +2,13 @@
 
 The worker reports who it is, answers the probes, takes control requests that move
 model weights (pack the local checkpoint into blocks, take part in a multicast transfer
-plan, or fetch the model from a peer worker: control.py) and serves the model it holds
+plan, or fetch the model from a peer worker: control/jobs.py) and serves the model it holds
 (an engine driven by serving/: /v1/generate, /v1/load, /v1/control/serve|drain), alone
 or in an execution pipeline with other workers (/v1/control/stage|local).
 
 Endpoints (port $CASCADE_WORKER_PORT, default 8080, bound to $POD_IP when set):
 ``/healthz``, ``/readyz`` and ``/metrics`` from :mod:`cascade_protocol.service`, the
-control routes under ``/v1/control/`` (control_routes.py), the inference routes, and
+control routes under ``/v1/control/`` (control/routes.py), the inference routes, and
 ``GET /v1/status`` -> a :class:`cascade_protocol.status.WorkerStatus` (camelCase): who
 this is, what it holds and does, and how its engine serves. Readiness means "the
 process serves"; once the worker is asked to serve (--serve-on-start, a serve or a
@@ -34,14 +34,14 @@ from cascade_protocol.status import STATUS_PATH, StartupStage, WorkerRole, Worke
 from cascade_worker import credentials
 from cascade_worker.auth import guard, register_auth_metrics
 from cascade_worker.config import WorkerConfig, load_config
-from cascade_worker.control import CONTROL_KEY, Control, import_transfer_path
-from cascade_worker.control_routes import add_control
-from cascade_worker.host_copy import add_host_copy
+from cascade_worker.control.host_copy import add_host_copy
+from cascade_worker.control.jobs import CONTROL_KEY, Control, import_transfer_path
+from cascade_worker.control.routes import add_control
 from cascade_worker.serving.api import SERVING_KEY
-from cascade_worker.serving.control_routes import add_serving
 from cascade_worker.serving.factory import EngineFactory, default_engine_factory
+from cascade_worker.serving.lifecycle_routes import add_serving
 from cascade_worker.serving.report import serving_status
-from cascade_worker.startup import Startup, rss_bytes
+from cascade_worker.timeline import Startup, rss_bytes
 from cascade_worker.transport.env import stop_notifier, use_notifier_thread
 
 log = logging.getLogger("cascade_worker")
@@ -165,8 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def materialize(config: WorkerConfig) -> int:
     """A profile Job's run: record this deployment's start-up state beside the weights
-    (materialized.profile_once) with the engine options a serving worker would use."""
-    from cascade_worker.materialized import profile_once
+    (control.artifacts.profile_once) with the engine options a serving worker would use."""
+    from cascade_worker.control.artifacts import profile_once
     from cascade_worker.serving.factory import engine_options
 
     if not config.model_path:

@@ -1,6 +1,7 @@
 """The inference engine: any contiguous layer range of a model, continuous batching.
 
-protocol.py   messages between gateway, serving layer and engine; the EngineCore protocol
+core.py       the EngineCore protocol the serving layer drives, and what it reports
+options.py    EngineOptions: what a serve request or the worker's flags ask of the engine
 engine.py     LLMEngine (EngineCore): tokenize, validate, schedule, execute, sample, stream
 scheduler.py  continuous batching decisions (pure): classes, max_batch, budget, preemption
 kv_blocks.py  paged KV capacity: block allocator and tables (pure)
@@ -20,5 +21,5 @@ tokenizer.py  tokenizers-based encode, chat templates, incremental detokenizing
 output.py     streamed text with stop strings held back and cut
 requests.py   per-request state and stop rules
 
-Importing this package (or protocol.py) does not import torch.
+Importing this package (or core.py, options.py) does not import torch.
 """

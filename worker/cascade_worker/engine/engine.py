@@ -27,10 +27,10 @@ from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateReque
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
+from cascade_worker.engine.core import EngineStats, RequestRejected
 from cascade_worker.engine.executor import Executor, LocalExecutor
 from cascade_worker.engine.generation_config import GenerationConfig
 from cascade_worker.engine.kv_blocks import CacheConfig
-from cascade_worker.engine.protocol import EngineStats, RequestRejected
 from cascade_worker.engine.requests import EngineRequest, prepare_prompt, text_to_ids
 from cascade_worker.engine.sampling import sample
 from cascade_worker.engine.scheduler import (

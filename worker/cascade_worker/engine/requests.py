@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
+from cascade_worker.engine.core import RequestRejected
 from cascade_worker.engine.output import TextStream
-from cascade_worker.engine.protocol import RequestRejected
 from cascade_worker.engine.sampling import SamplerState
 from cascade_worker.engine.tokenizer import EngineTokenizer, IncrementalDetokenizer
 

@@ -59,7 +59,7 @@ class Manifest(_Frame):
     kind: Literal["manifest"] = "manifest"
     manifest: ModelManifest
     # The leader's materialized start-up state for this model: it travels with the
-    # weights, and each receiver checks its key before restoring it (materialized.py).
+    # weights, and each receiver checks its key before restoring it (control/artifacts.py).
     materialized: list[MaterializedState] = []
 
 

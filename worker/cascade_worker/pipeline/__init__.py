@@ -6,7 +6,7 @@ stage processes run [a, b), [b, c), ... up to the LM head, connected by the UCX
 transport. `PipelineExecutor` (executor.py) is the engine's `Executor` over such a
 chain; it cuts every step into micro-batches (microbatch.py) so the head and all stages
 work on different ones at once. `StageServer` (server.py) is one stage; `python -m
-cascade_worker.pipeline.stage` (stage.py) runs one as a process, and `python -m
+cascade_worker.pipeline.stage_process` (stage_process.py) runs one as a process, and `python -m
 cascade_worker.pipeline.head` (head.py) drives a head with synthetic requests. The wire
 protocol is frames.py + wire.py. Once the head holds the whole model,
 `PipelineExecutor.switch_to_local` moves the engine to local execution, recomputing

@@ -44,7 +44,7 @@ from cascade_worker.pipeline.attach import AttachedStages, attach_stages
 from cascade_worker.pipeline.cooperative import CooperativeExecutor
 from cascade_worker.pipeline.executor import DEFAULT_MIN_MICRO_BATCH_TOKENS, PipelineExecutor
 from cascade_worker.pipeline.splits import SplitPolicy
-from cascade_worker.pipeline.stage import parse_layers
+from cascade_worker.pipeline.stage_process import parse_layers
 from cascade_worker.transport.env import stop_notifier, use_notifier_thread
 
 log = logging.getLogger(__name__)

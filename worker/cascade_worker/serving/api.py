@@ -28,8 +28,8 @@ from cascade_protocol import json_body
 from cascade_protocol.generate import GenerateRequest
 from cascade_protocol.load import LOAD_PATH
 from cascade_protocol.service import HEALTH_KEY
-from cascade_worker.control_errors import describe
-from cascade_worker.engine.protocol import RequestRejected
+from cascade_worker.control.errors import describe
+from cascade_worker.engine.core import RequestRejected
 from cascade_worker.serving.errors import NotServing, QueueFull
 from cascade_worker.serving.service import Serving
 from cascade_worker.serving.stream import RequestStream

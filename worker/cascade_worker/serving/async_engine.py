@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
 from cascade_protocol.load import LoadReport
-from cascade_worker.engine.protocol import EngineCore, EngineStats, RequestRejected
+from cascade_worker.engine.core import EngineCore, EngineStats, RequestRejected
 from cascade_worker.serving.engine_thread import EngineThread, settle
 from cascade_worker.serving.errors import NotServing, QueueFull
 from cascade_worker.serving.liveness import Liveness

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from cascade_protocol.generate import GenerateChunk, GenerateRequest
 from cascade_worker import accelerator
-from cascade_worker.engine.protocol import EngineCore, EngineStats
+from cascade_worker.engine.core import EngineCore, EngineStats
 
 log = logging.getLogger(__name__)
 

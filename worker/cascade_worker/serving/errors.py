@@ -1,6 +1,6 @@
 """Why the serving layer refuses a request before it runs, as exceptions the API maps.
 
-`RequestRejected` (engine/protocol.py) is the third kind: the request itself is bad.
+`RequestRejected` (engine/core.py) is the third kind: the request itself is bad.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cascade_protocol.control import TransferRequest
-from cascade_worker.control import NodeHooks
-from cascade_worker.control_errors import RequestError
+from cascade_worker.control.errors import RequestError
+from cascade_worker.control.jobs import NodeHooks
 from cascade_worker.multicast.result import NodeResult
 from cascade_worker.serving.cooperate import grow_head, redirect_queued
 from cascade_worker.serving.live_plan import Seat, covers, seat_for

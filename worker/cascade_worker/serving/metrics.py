@@ -7,7 +7,7 @@ judged window, NaN before one) say why the batch is what it is. Histograms and c
 are fed by the async engine as chunks arrive; gauges are read at scrape time from
 whatever engine currently serves (zeros when none), so the series survive an engine
 being drained and a new one started. Block and byte counters of weight transfers live
-in control.py.
+in control/jobs.py.
 """
 
 from __future__ import annotations

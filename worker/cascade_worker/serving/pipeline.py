@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cascade_protocol.status import PipelineInfo, StageInfo
-from cascade_worker.control_errors import RequestError
+from cascade_worker.control.errors import RequestError
+from cascade_worker.engine.options import EngineOptions, torch_dtype
 from cascade_worker.engine.scheduler import DEFAULT_MAX_BATCH
-from cascade_worker.serving.factory import EngineOptions, torch_dtype
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore

@@ -20,8 +20,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from cascade_protocol.control import Accepted, LocalRequest, ServeRequest, StageRequest
-from cascade_worker.control import Control, json_errors
-from cascade_worker.control_errors import RequestError, parse_body
+from cascade_worker.control.errors import RequestError, parse_body
+from cascade_worker.control.jobs import Control, json_errors
 from cascade_worker.serving.api import SERVING_KEY
 from cascade_worker.serving.service import Serving
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cascade_protocol.materialize import MaterializationInfo, MaterializedState
-from cascade_worker.engine.protocol import EngineCore
-from cascade_worker.materialized import choose, restore_seconds, saved
-from cascade_worker.serving.factory import EngineFactory, EngineOptions
+from cascade_worker.control.artifacts import choose, restore_seconds, saved
+from cascade_worker.engine.core import EngineCore
+from cascade_worker.engine.options import EngineOptions
+from cascade_worker.serving.factory import EngineFactory
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore

@@ -1,6 +1,6 @@
 """The worker's serving state: which engine serves now, how it starts and how it stops.
 
-One worker holds one model (control_state.py) and runs at most one engine on it. An
+One worker holds one model (control/state.py) and runs at most one engine on it. An
 engine starts from the held complete store (a serve control request, or at start-up
 with --serve-on-start) through the injected factory, on a thread because building one
 copies weights to the device; it stops by draining (admission closed, in-flight
@@ -33,17 +33,13 @@ from cascade_protocol.load import LoadReport
 from cascade_protocol.status import EnginePhase, WorkerPhase
 from cascade_worker.accelerator import on_builder
 from cascade_worker.config import WorkerConfig
-from cascade_worker.control_errors import RequestError
-from cascade_worker.control_state import WorkerState
-from cascade_worker.engine.protocol import EngineCore
+from cascade_worker.control.errors import RequestError
+from cascade_worker.control.state import WorkerState
+from cascade_worker.engine.core import EngineCore
+from cascade_worker.engine.options import EngineOptions
 from cascade_worker.serving.async_engine import AsyncEngine
 from cascade_worker.serving.batch_control import BatchControl
-from cascade_worker.serving.factory import (
-    EngineFactory,
-    EngineOptions,
-    default_engine_factory,
-    engine_options,
-)
+from cascade_worker.serving.factory import EngineFactory, default_engine_factory, engine_options
 from cascade_worker.serving.metrics import LoadNow, ServingMetrics
 from cascade_worker.serving.pipeline import (
     HeadRole,
@@ -56,7 +52,7 @@ from cascade_worker.serving.pipeline import (
     switch_to_local,
 )
 from cascade_worker.serving.restore import Restore, restoring
-from cascade_worker.startup import Startup
+from cascade_worker.timeline import Startup
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore

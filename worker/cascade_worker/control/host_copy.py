@@ -14,7 +14,7 @@ from aiohttp import web
 
 from cascade_protocol.load import LOAD_PATH
 from cascade_protocol.service import HEALTH_KEY
-from cascade_worker.control import CONTROL_KEY, Control
+from cascade_worker.control.jobs import CONTROL_KEY, Control
 
 REFUSED = "this pod is a host copy: it holds and sends the model's blocks, it runs no engine"
 # What an instance serves and a host copy refuses (409 with REFUSED).

@@ -77,7 +77,7 @@ class Startup:
 
     def engine(self, core: object, seconds: float, read_s: float = 0.0) -> None:
         """The engine's build (`seconds`), split as the engine reports it (engine/
-        startup.py's StartupReport, when it has one): KV sizing, compile warm-up, the
+        engine/startup.py's StartupReport, when it has one): KV sizing, compile warm-up, the
         rest. `read_s`: choosing and reading a materialized artifact before the build
         (serving/restore.py), counted in KV sizing: a restore's stage is all it did."""
         report = getattr(core, "startup", None)

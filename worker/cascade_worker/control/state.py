@@ -1,6 +1,6 @@
 """What the worker holds and is doing: one model store, at most one job at a time.
 
-The control handlers (control.py) change this state; GET /v1/status (its half of the
+The control handlers (jobs.py) change this state; GET /v1/status (its half of the
 shared `WorkerStatus`) and /metrics read it. A worker does one thing at a time (pack a
 checkpoint, or take part in a transfer), so `claim` refuses a second job with a
 conflict instead of queueing it: the caller (the operator, a peer) knows better whether
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cascade_protocol.status import LoadReport, TransferReport, WorkerPhase, WorkerStatus
-from cascade_worker.control_errors import RequestError
+from cascade_worker.control.errors import RequestError
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore

@@ -2,11 +2,11 @@
 
     POST /v1/control/load      {"modelPath"?, "blocks"?}     -> 202, packs in a thread
     POST /v1/control/transfer  {"plan": ScalePlanSpec, "peers": {pod: "host:port"}} -> 202
-    POST /v1/control/fetch     {"peer": "IP[:PORT]", "blocks"?} -> 202 (control_fetch.py)
+    POST /v1/control/fetch     {"peer": "IP[:PORT]", "blocks"?} -> 202 (fetch.py)
     GET  /v1/control/manifest  -> what this worker holds, to plan a transfer from it
-    POST /v1/control/serve, /v1/control/drain -> 202 (serving/control_routes.py)
+    POST /v1/control/serve, /v1/control/drain -> 202 (serving/lifecycle_routes.py)
 
-The jobs live in control.py, the fetch (which asks a peer first) in control_fetch.py;
+The jobs live in jobs.py, the fetch (which asks a peer first) in fetch.py;
 this module only mounts them, so neither of those needs the other's routes. Bodies are
 the shared protocol's (cascade_protocol.control); refusals are JSON `{"error": ...}`:
 400 for a malformed request, 409 for one that conflicts with what the worker holds or
@@ -20,9 +20,9 @@ import asyncio
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from cascade_worker.control import CONTROL_KEY, Control, json_errors, manifest, transfer
-from cascade_worker.control_fetch import fetch
-from cascade_worker.control_load import load
+from cascade_worker.control.fetch import fetch
+from cascade_worker.control.jobs import CONTROL_KEY, Control, json_errors, manifest, transfer
+from cascade_worker.control.load import load
 
 
 def register_control_metrics(ctl: Control, registry: CollectorRegistry) -> None:

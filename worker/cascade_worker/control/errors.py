@@ -1,6 +1,6 @@
 """How the worker refuses a request: a status code and a message naming what is wrong.
 
-The control API (control.py) is spoken by the operator, by other workers and by people
+The control API (jobs.py) is spoken by the operator, by other workers and by people
 with curl; its bodies are the shared protocol's models (cascade_protocol.control). A
 refusal is JSON `{"error": ...}`: 400 for a malformed request, naming each offending
 field, 409 for one that conflicts with what the worker holds or is doing. Pure: no

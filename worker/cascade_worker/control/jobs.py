@@ -1,12 +1,12 @@
 """The worker's control jobs: load a checkpoint, take part in a transfer, show the manifest.
 
-Jobs run in the background, one at a time (control_state.py); progress and the last
+Jobs run in the background, one at a time (state.py); progress and the last
 outcome show in GET /v1/status. A transfer runs a MulticastNode on the data port: the
 plan says whether this pod sends (it must hold the model the plan names) or receives
 (it starts from an empty store and gets the manifest from the plan's leader). The
 bodies are the shared protocol's (cascade_protocol.control); refusals are
-RequestErrors (control_errors.py), answered as JSON by `json_errors`. The routes are
-mounted by control_routes.py. torch and ucxx load on first use, not at start.
+RequestErrors (errors.py), answered as JSON by `json_errors`. The routes are
+mounted by routes.py. torch and ucxx load on first use, not at start.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from cascade_protocol.status import (
     WorkerPhase,
 )
 from cascade_worker.config import WorkerConfig
-from cascade_worker.control_errors import RequestError, parse_body
-from cascade_worker.control_state import WorkerState
-from cascade_worker.materialized import offer_stored
-from cascade_worker.startup import Startup
+from cascade_worker.control.artifacts import offer_stored
+from cascade_worker.control.errors import RequestError, parse_body
+from cascade_worker.control.state import WorkerState
+from cascade_worker.timeline import Startup
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore

@@ -1,6 +1,6 @@
 """Process entry point: one pipeline stage.
 
-    python -m cascade_worker.pipeline.stage --model-dir DIR --layers A:B \\
+    python -m cascade_worker.pipeline.stage_process --model-dir DIR --layers A:B \\
         --listen HOST:PORT [--device cpu] [--threads N] [--log-level INFO]
 
 Loads the weights of layers [A, B) from an HF checkpoint directory, listens on
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cascade_worker.transport.env import stop_notifier, use_notifier_thread
 
-log = logging.getLogger("cascade_worker.pipeline.stage")
+log = logging.getLogger("cascade_worker.pipeline.stage_process")
 
 
 def parse_layers(text: str) -> tuple[int, int]:
@@ -33,7 +33,7 @@ def parse_layers(text: str) -> tuple[int, int]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m cascade_worker.pipeline.stage")
+    p = argparse.ArgumentParser(prog="python -m cascade_worker.pipeline.stage_process")
     p.add_argument("--model-dir", type=Path, required=True, help="HF checkpoint directory")
     p.add_argument("--layers", type=parse_layers, required=True, help="A:B, layers [A, B)")
     p.add_argument("--listen", required=True, help="HOST:PORT to listen on (port 0: any)")

@@ -32,8 +32,8 @@ from cascade_protocol.materialize import (
 
 if TYPE_CHECKING:
     from cascade_worker.blocks.store import BlockStore
+    from cascade_worker.engine.options import EngineOptions
     from cascade_worker.engine.startup import StartupReport
-    from cascade_worker.serving.factory import EngineOptions
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def choose(
 
 def restore_seconds(read_s: float, startup: StartupReport) -> float:
     """What a restore spent, measured: reading and checking the artifact (`read_s`,
-    before the build) and the build's restorable work done from it (startup.py)."""
+    before the build) and the build's restorable work done from it (engine/startup.py)."""
     return round(read_s + startup.restorable_s, 6)
 
 

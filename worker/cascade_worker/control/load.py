@@ -14,12 +14,12 @@ from aiohttp import web
 
 from cascade_protocol.control import Accepted, LoadRequest
 from cascade_protocol.status import LoadReport, WeightsFrom, WorkerPhase
-from cascade_worker.control import Control
-from cascade_worker.control_errors import RequestError, parse_body
+from cascade_worker.control.artifacts import read_artifacts
+from cascade_worker.control.errors import RequestError, parse_body
+from cascade_worker.control.jobs import Control
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.generation_config import FILE as GENERATION_FILE
 from cascade_worker.engine.generation_config import GenerationConfig
-from cascade_worker.materialized import read_artifacts
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from cascade_api.constants import WORKER_PORT
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_protocol.control import Accepted, FetchRequest, ManifestInfo, TransferRequest
 from cascade_protocol.status import STATUS_PATH, WorkerPhase
-from cascade_worker.control import Control, start_transfer
-from cascade_worker.control_errors import RequestError, parse_body
+from cascade_worker.control.errors import RequestError, parse_body
+from cascade_worker.control.jobs import Control, start_transfer
 
 HTTP_TIMEOUT = aiohttp.ClientTimeout(total=30)
 PEER_LOAD_TIMEOUT_S = 300.0

@@ -4,7 +4,7 @@
                              "stages"?: ["ip:port", ...]} -> 202
     POST /v1/control/drain  {"timeoutS"?} -> 202
 
-Like the other control routes (../control_routes.py) they answer at once and work in the
+Like the other control routes (../control/routes.py) they answer at once and work in the
 background; GET /v1/status shows `engine` (off, starting, serving, draining, failed).
 Serve needs the whole model held (409 otherwise) and the whole layer range: a valid
 partial range is 409, a malformed one 400; unless `stages` name the pipeline stages
@@ -27,9 +27,9 @@ from prometheus_client import CollectorRegistry
 from cascade_protocol.control import Accepted, DrainRequest, LoadRequest, ServeRequest
 from cascade_protocol.service import HEALTH_KEY
 from cascade_protocol.status import EnginePhase
-from cascade_worker.control import CONTROL_KEY, Control, json_errors
-from cascade_worker.control_errors import RequestError, parse_body
-from cascade_worker.control_load import claim_load, run_load
+from cascade_worker.control.errors import RequestError, parse_body
+from cascade_worker.control.jobs import CONTROL_KEY, Control, json_errors
+from cascade_worker.control.load import claim_load, run_load
 from cascade_worker.serving.api import SERVING_KEY, add_inference_routes
 from cascade_worker.serving.factory import EngineFactory, default_engine_factory
 from cascade_worker.serving.live import live_hooks
