@@ -59,8 +59,8 @@ def _engine(args: argparse.Namespace) -> int:
         raise ValueError("--rounds must be >= 1 and --new-tokens >= 2")
     model_dir = args.model_dir
     if model_dir is None:
-        from cascade_worker.model.checkpoint import write_checkpoint
-        from cascade_worker.model.spec import ModelSpec
+        from cascade_worker.checkpoints.checkpoint import write_checkpoint
+        from cascade_worker.checkpoints.spec import ModelSpec
 
         model_dir = Path(tempfile.mkdtemp(prefix="cascade-bench-model-"))
         spec = ModelSpec(arch=args.arch, layers=args.layers, hidden=args.hidden)

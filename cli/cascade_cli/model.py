@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cascade_api.constants import POD_USER
 from cascade_protocol.materialize import ARTIFACT_DIR
-from cascade_worker.model.spec import ARCHS, DTYPE_BYTES, ModelSpec
+from cascade_worker.checkpoints.spec import ARCHS, DTYPE_BYTES, ModelSpec
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,7 +78,7 @@ def _output_flags(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> ModelSpec:
     """A validated ModelSpec from `init`'s arguments (sizing for --target-mb included)."""
-    from cascade_worker.model.spec import resolve_spec
+    from cascade_worker.checkpoints.spec import resolve_spec
 
     heads: int = args.heads
     kv_heads: int = args.kv_heads or (heads // 2 if heads % 2 == 0 else heads)
@@ -121,7 +121,7 @@ def share_with_pods(model_dir: Path) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from cascade_worker.model.checkpoint import write_checkpoint
+    from cascade_worker.checkpoints.checkpoint import write_checkpoint
 
     spec = spec_from_args(args)
     if args.if_missing and (args.out_dir / "config.json").exists():
@@ -143,7 +143,7 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from cascade_worker.model.gguf_import import import_gguf
+    from cascade_worker.checkpoints.gguf_import import import_gguf
 
     if args.if_missing and (args.out_dir / "config.json").exists():
         print(f"{args.out_dir} already holds a checkpoint; leaving it", file=sys.stderr)

@@ -22,12 +22,13 @@ import sys
 import threading
 
 from cascade_api.base import utcnow
-from cascade_cli.top_fetch import Reader, load_kube_config
+from cascade_cli.top_fetch import API_TIMEOUT_S, GATEWAY_TIMEOUT_S, Reader, load_kube_config
 from cascade_cli.top_model import Snapshot
 from cascade_cli.top_render import TITLES, render
 
 KEY_POLL_MS = 100  # how often the screen loop looks at keys, resizes and new data
 QUIT_KEYS = (ord("q"), ord("Q"))
+READ_TIMEOUT_S = 3 * API_TIMEOUT_S + GATEWAY_TIMEOUT_S  # one snapshot: 3 API reads, gateways
 ASCII = str.maketrans({"█": "#", "░": ".", "…": "~"})  # for a terminal without UTF-8
 
 
@@ -62,7 +63,12 @@ def _top(args: argparse.Namespace) -> int:
         # (`curses.use_env(False)` is no cure: it means terminfo's fixed 80x24.)
         for name in ("LINES", "COLUMNS"):
             os.environ.pop(name, None)
-        return curses.wrapper(_screen, reader, args.interval)
+        poller = Poller(reader, args.interval)
+        poller.start()
+        try:
+            return curses.wrapper(_screen, poller, args.interval)
+        finally:
+            poller.stop()  # after the terminal is restored: `q` clears the screen at once
     finally:
         reader.close()
 
@@ -86,29 +92,31 @@ class Poller(threading.Thread):
                 self.latest = dataclasses.replace(last, taken_at=utcnow(), error=str(err))
             self.stopped.wait(self.interval)
 
+    def stop(self) -> None:
+        """Ends the reads and waits for one under way (bounded by its timeouts), so the
+        process never exits with this thread inside a socket call: a daemon thread that
+        is mid-write at interpreter shutdown can abort it instead of a clean exit 0."""
+        self.stopped.set()
+        self.join(timeout=READ_TIMEOUT_S)
 
-def _screen(scr: curses.window, reader: Reader, interval: float) -> int:
+
+def _screen(scr: curses.window, poller: Poller, interval: float) -> int:
     with contextlib.suppress(curses.error):  # a terminal that cannot hide the cursor
         curses.curs_set(0)
     scr.timeout(KEY_POLL_MS)
-    poller = Poller(reader, interval)
-    poller.start()
     utf8 = "utf" in (locale.getpreferredencoding(False) or "").lower()
     shown: tuple[Snapshot | None, tuple[int, int]] | None = None
-    try:
-        while scr.getch() not in QUIT_KEYS:
-            snap, size = poller.latest, scr.getmaxyx()
-            if shown == (snap, size):
-                continue  # nothing new: no redraw, no flicker
-            shown = (snap, size)
-            height, width = size
-            if snap is None:
-                lines = ["cascade top   reading the API server ..."]
-            else:
-                lines = render(snap, width, height, interval)
-            _draw(scr, lines if utf8 else [x.translate(ASCII) for x in lines], height, width)
-    finally:
-        poller.stopped.set()
+    while scr.getch() not in QUIT_KEYS:
+        snap, size = poller.latest, scr.getmaxyx()
+        if shown == (snap, size):
+            continue  # nothing new: no redraw, no flicker
+        shown = (snap, size)
+        height, width = size
+        if snap is None:
+            lines = ["cascade top   reading the API server ..."]
+        else:
+            lines = render(snap, width, height, interval)
+        _draw(scr, lines if utf8 else [x.translate(ASCII) for x in lines], height, width)
     return 0
 
 

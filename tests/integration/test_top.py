@@ -24,6 +24,7 @@ import pytest
 import yaml
 from integration_helpers import BIN, Namespace, complete, model_deployment, namespace_with_operator
 
+from cascade_cli.top import READ_TIMEOUT_S
 from cascade_dev.testing import DevCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.nodes(3)]
@@ -67,14 +68,17 @@ class Screen:
         return text
 
     def wait(self, what: str, check: Callable[[str], bool], timeout: float) -> str:
-        deadline = time.monotonic() + timeout
+        deadline, text = time.monotonic() + timeout, ""
         while time.monotonic() < deadline:
             text = self.read()
             if check(text):
                 return text
             time.sleep(0.5)
         self.print()
-        raise AssertionError(f"timed out after {timeout:.0f}s waiting for the screen: {what}")
+        last = " | ".join(line.strip() for line in text.splitlines() if line.strip())
+        raise AssertionError(
+            f"timed out after {timeout:.0f}s waiting for the screen: {what}; it shows: {last}"
+        )
 
     def print(self) -> None:
         for at, text in self.frames:
@@ -151,7 +155,9 @@ def test_top_shows_a_scale_up_as_it_happens_and_quits_on_q(
         small = screen.wait("the frame redrawn for 60x8", lambda t: "more lines" in t, 15)
         assert all(len(line) <= 60 for line in small.splitlines()), small
         tmux.tmux("send-keys", "-t", "top", "q")
-        screen.wait("the process gone", lambda t: "EXITED rc=0" in t, 15)
+        # The terminal is restored at once; the process ends once a read under way ends
+        # (top.READ_TIMEOUT_S at most).
+        screen.wait("the process gone", lambda t: "EXITED rc=0" in t, READ_TIMEOUT_S + 10)
         screen.print()
         print(
             f"\nplan in flight with progress bars seen: {seen_bar}; ready 1 -> 3 seen: {seen_climb}"

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from cascade_protocol.generate import GenerateChunk, GenerateRequest, SamplingParams
+from cascade_worker.checkpoints.checkpoint import write_checkpoint
+from cascade_worker.checkpoints.spec import ModelSpec
 from cascade_worker.engine.engine import LLMEngine
-from cascade_worker.model.checkpoint import write_checkpoint
-from cascade_worker.model.spec import ModelSpec
 
 WINDOW = 8  # Mistral's sliding window in the tests: shorter than the prompts
 PROMPTS = [

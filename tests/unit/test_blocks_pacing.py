@@ -15,11 +15,11 @@ from cascade_protocol.status import LoadReport, WorkerStatus
 from cascade_worker.blocks.pacing import CHUNK_BYTES, Pacer, bytes_per_second
 from cascade_worker.blocks.pack import pack_model
 from cascade_worker.blocks.safetensors_io import open_model
+from cascade_worker.checkpoints.checkpoint import write_checkpoint
+from cascade_worker.checkpoints.spec import ModelSpec
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control.jobs import Control
 from cascade_worker.control.load import claim_load, run_load
-from cascade_worker.model.checkpoint import write_checkpoint
-from cascade_worker.model.spec import ModelSpec
 
 TINY = ModelSpec(layers=2, hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=300)
 MBIT = 1_000_000 / 8  # bytes per second in 1 Mbit/s

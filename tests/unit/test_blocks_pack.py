@@ -13,8 +13,8 @@ from safetensors.torch import load_file, save_file
 from cascade_worker.blocks.manifest import ALIGNMENT, DTYPES
 from cascade_worker.blocks.pack import layout, pack_model, unpack_block
 from cascade_worker.blocks.safetensors_io import open_model, write_safetensors
-from cascade_worker.model.checkpoint import write_checkpoint
-from cascade_worker.model.spec import ModelSpec
+from cascade_worker.checkpoints.checkpoint import write_checkpoint
+from cascade_worker.checkpoints.spec import ModelSpec
 
 TINY = ModelSpec(layers=3, hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=300)
 

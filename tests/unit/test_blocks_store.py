@@ -13,8 +13,8 @@ from safetensors.torch import load_file
 from cascade_worker.blocks.manifest import ModelManifest
 from cascade_worker.blocks.safetensors_io import read_header
 from cascade_worker.blocks.store import BlockStore, held_run, held_runs
-from cascade_worker.model.checkpoint import write_checkpoint
-from cascade_worker.model.spec import ModelSpec
+from cascade_worker.checkpoints.checkpoint import write_checkpoint
+from cascade_worker.checkpoints.spec import ModelSpec
 
 TINY = ModelSpec(layers=8, hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=300)
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from cascade_protocol.generate import SamplingParams
+from cascade_worker.checkpoints.spec import ModelSpec, hf_config
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.executor import split_ranges
@@ -19,7 +20,6 @@ from cascade_worker.engine.layers import (
     decode_groups,
 )
 from cascade_worker.engine.sampling import SamplerState, sample, top_p_filter
-from cascade_worker.model.spec import ModelSpec, hf_config
 
 IDS = {"bos": 1, "eos": 2, "pad": 3}
 

@@ -10,9 +10,9 @@ import torch
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from cascade_worker.model.checkpoint import plan_shards, write_checkpoint
-from cascade_worker.model.spec import ModelSpec, param_shapes
-from cascade_worker.model.tokenizer import MIN_VOCAB, build_tokenizer, special_ids
+from cascade_worker.checkpoints.checkpoint import plan_shards, write_checkpoint
+from cascade_worker.checkpoints.spec import ModelSpec, param_shapes
+from cascade_worker.checkpoints.tokenizer import MIN_VOCAB, build_tokenizer, special_ids
 
 TINY = ModelSpec(layers=2, hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=300)
 

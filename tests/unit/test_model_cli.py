@@ -9,7 +9,7 @@ import pytest
 
 from cascade_cli.main import build_parser, main
 from cascade_cli.model import spec_from_args
-from cascade_worker.model.spec import ModelSpec
+from cascade_worker.checkpoints.spec import ModelSpec
 
 
 def _spec(*argv: str) -> ModelSpec:

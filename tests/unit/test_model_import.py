@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cascade_cli.main import main
-from cascade_worker.model.gguf_import import hf_name, import_gguf, unpermute_rows
+from cascade_worker.checkpoints.gguf_import import hf_name, import_gguf, unpermute_rows
 
 gguf = pytest.importorskip("gguf")
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from cascade_worker.model.spec import (
+from cascade_worker.checkpoints.spec import (
     ModelSpec,
     checkpoint_bytes,
     default_intermediate,

@@ -16,8 +16,8 @@ from ports import free_port
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_planner import plan_spec
 from cascade_worker.blocks.store import BlockStore
-from cascade_worker.model.checkpoint import write_checkpoint
-from cascade_worker.model.spec import ModelSpec
+from cascade_worker.checkpoints.checkpoint import write_checkpoint
+from cascade_worker.checkpoints.spec import ModelSpec
 from cascade_worker.multicast.local import plan_blocks
 from cascade_worker.multicast.node import parse_args
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from cascade_worker.blocks.store import BlockStore
-from cascade_worker.model.checkpoint import write_checkpoint
-from cascade_worker.model.spec import ModelSpec
+from cascade_worker.checkpoints.checkpoint import write_checkpoint
+from cascade_worker.checkpoints.spec import ModelSpec
 from cascade_worker.multicast.frames import Fetch, FrameT, Landed
 from cascade_worker.multicast.order import StepOrder
 from cascade_worker.multicast.progress import BlockProgress, Pacer

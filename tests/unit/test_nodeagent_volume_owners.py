@@ -70,8 +70,8 @@ def test_a_model_directory_is_shared_with_the_pods_group(tmp_path: Path) -> None
 
 def test_a_written_checkpoint_is_readable_by_every_user(tmp_path: Path) -> None:
     """safetensors writes 0600; pods read the weights as their own user."""
-    from cascade_worker.model.checkpoint import write_checkpoint
-    from cascade_worker.model.spec import ModelSpec
+    from cascade_worker.checkpoints.checkpoint import write_checkpoint
+    from cascade_worker.checkpoints.spec import ModelSpec
 
     info = write_checkpoint(tmp_path / "m", ModelSpec(layers=1, hidden=32), force=False)
     for name in info.files:

@@ -20,11 +20,11 @@ from engine_harness import drain, request, token_ids
 from real_model import NEW_TOKENS, PROMPTS, ensure_real_model, references
 
 from cascade_protocol.generate import ChatMessage, GenerateRequest, SamplingParams
+from cascade_worker.checkpoints.gguf_import import default_gguf, import_gguf
 from cascade_worker.engine.core import RequestRejected
 from cascade_worker.engine.engine import LLMEngine
 from cascade_worker.engine.requests import prepare_prompt
 from cascade_worker.engine.tokenizer import EngineTokenizer
-from cascade_worker.model.gguf_import import default_gguf, import_gguf
 from cascade_worker.serving.async_engine import AsyncEngine
 
 os.environ["HF_HUB_OFFLINE"] = "1"

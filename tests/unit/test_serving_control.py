@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from serving_harness import Factory, FakeStore, request, run, worker
 
+from cascade_worker.checkpoints.checkpoint import write_checkpoint
+from cascade_worker.checkpoints.spec import ModelSpec
 from cascade_worker.engine.options import EngineOptions
-from cascade_worker.model.checkpoint import write_checkpoint
-from cascade_worker.model.spec import ModelSpec
 from cascade_worker.serving.factory import EngineUnavailable, default_engine_factory
 
 

@@ -16,7 +16,8 @@ from multicast_harness import FAST, run_plan
 from pipeline_harness import ENGINE, reference_tokens, run_to_end, ucx_notifier
 
 from cascade_protocol.peer_auth import MULTICAST, PIPELINE, PeerKey, new_token, prove
-from cascade_worker import credentials
+from cascade_worker.access import peer_key
+from cascade_worker.access.refusals import REFUSED
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.weights import load_stage_weights
@@ -26,7 +27,6 @@ from cascade_worker.pipeline.executor import PipelineError
 from cascade_worker.pipeline.head import head_engine
 from cascade_worker.pipeline.loop import shared_loop
 from cascade_worker.pipeline.server import StageServer
-from cascade_worker.refusals import REFUSED
 from cascade_worker.transport.endpoint import TransportError
 from cascade_worker.transport.frames import FrameError
 from cascade_worker.transport.pool import EndpointPool
@@ -95,17 +95,17 @@ def test_a_head_without_the_token_cannot_attach_to_a_stage(tmp_path: Path) -> No
     options = {"kv_cache_tokens": 1024, **ENGINE}
     before = REFUSED.total(PIPELINE)
     try:
-        assert credentials.current() is None
+        assert peer_key.current() is None
         with pytest.raises(PipelineError, match="did not attach"):
             head_engine(store, 2, [server.address], **options)  # type: ignore[arg-type]
         assert REFUSED.total(PIPELINE) - before == 1
         assert not server.attached
-        credentials.install(key)  # what a worker of the deployment holds
+        peer_key.install(key)  # what a worker of the deployment holds
         engine, executor = head_engine(store, 2, [server.address], **options)  # type: ignore[arg-type]
         try:
             assert run_to_end(engine) == reference_tokens(store)
         finally:
             executor.close()
     finally:
-        credentials.install(None)
+        peer_key.install(None)
         loop.run(server.close(), timeout=30)

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from cascade_protocol.peer_auth import MULTICAST
+from cascade_worker.access.refusals import REFUSED, count
 from cascade_worker.multicast.frames import CODEC, Attach, FrameT
-from cascade_worker.refusals import REFUSED, count
 from cascade_worker.transport.endpoint import Endpoint, TransportError
 from cascade_worker.transport.handshakes import port_sockets
 from cascade_worker.transport.pool import EndpointPool

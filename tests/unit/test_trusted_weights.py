@@ -27,12 +27,12 @@ from cascade_protocol.control import LoadRequest, TransferRequest
 from cascade_worker.blocks.manifest import ModelManifest, checksum, model_digest, strong_hash
 from cascade_worker.blocks.pack import pack_model
 from cascade_worker.blocks.store import BlockStore
+from cascade_worker.checkpoints.checkpoint import write_checkpoint
+from cascade_worker.checkpoints.spec import ModelSpec
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control.errors import RequestError
 from cascade_worker.control.jobs import Control, start_transfer
 from cascade_worker.control.load import claim_load, run_load
-from cascade_worker.model.checkpoint import write_checkpoint
-from cascade_worker.model.spec import ModelSpec
 from cascade_worker.multicast.local import plan_blocks, synthetic_model
 from cascade_worker.multicast.local import run_nodes as run_all
 from cascade_worker.multicast.result import NodeResult

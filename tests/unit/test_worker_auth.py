@@ -11,9 +11,9 @@ from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 
 from cascade_protocol.peer_auth import PeerKey, bearer_headers, new_token
+from cascade_worker.access.refusals import HTTP, REFUSED
 from cascade_worker.config import WorkerConfig
 from cascade_worker.main import build_app
-from cascade_worker.refusals import HTTP, REFUSED
 
 TOKEN = new_token()
 GUARDED = [

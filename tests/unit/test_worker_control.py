@@ -20,14 +20,14 @@ from cascade_api.scaleplan import Source, SourceTier
 from cascade_planner.spec import plan_spec
 from cascade_protocol.control import ManifestInfo
 from cascade_worker.blocks.store import BlockStore
+from cascade_worker.checkpoints.checkpoint import write_checkpoint
+from cascade_worker.checkpoints.spec import ModelSpec
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control import jobs as control
 from cascade_worker.control.errors import RequestError
 from cascade_worker.control.fetch import split_peer
 from cascade_worker.control.jobs import CONTROL_KEY, Control
 from cascade_worker.main import build_app
-from cascade_worker.model.checkpoint import write_checkpoint
-from cascade_worker.model.spec import ModelSpec
 from cascade_worker.multicast import NodeOptions
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx]

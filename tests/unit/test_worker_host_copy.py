@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from test_worker_control import TINY, config, run, workers
 
+from cascade_worker.checkpoints.checkpoint import write_checkpoint
 from cascade_worker.config import load_config
 from cascade_worker.control.host_copy import REFUSED
-from cascade_worker.model.checkpoint import write_checkpoint
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx]
 

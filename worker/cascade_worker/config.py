@@ -116,7 +116,7 @@ class WorkerConfig:
     # or a plan of another model is refused. "": no pin.
     model_digest_pin: str = ""
     # The deployment's peer token ($CASCADE_PEER_TOKEN, from the Secret the operator
-    # makes): peers without it are refused (auth.py). None: open (tests, local runs).
+    # makes): peers without it are refused (access/http_auth.py). None: open (tests, local runs).
     peer_key: PeerKey | None = field(default=None, repr=False)
     # The gateway's token ($CASCADE_GENERATE_TOKEN): generate and load, not control.
     generate_key: PeerKey | None = field(default=None, repr=False)

@@ -31,8 +31,8 @@ from prometheus_client import CollectorRegistry, Gauge, Info
 
 from cascade_protocol.service import create_app, new_registry, serve, setup_logging
 from cascade_protocol.status import STATUS_PATH, StartupStage, WorkerRole, WorkerStatus
-from cascade_worker import credentials
-from cascade_worker.auth import guard, register_auth_metrics
+from cascade_worker.access import peer_key
+from cascade_worker.access.http_auth import guard, register_auth_metrics
 from cascade_worker.config import WorkerConfig, load_config
 from cascade_worker.control.host_copy import add_host_copy
 from cascade_worker.control.jobs import CONTROL_KEY, Control, import_transfer_path
@@ -88,7 +88,7 @@ def build_app(
     app = create_app(registry)
     app[CONFIG_KEY] = config
     guard(app, config.peer_key, config.generate_key)
-    credentials.install(config.peer_key)  # for the pipeline's connections (credentials.py)
+    peer_key.install(config.peer_key)  # for the pipeline's connections (access/peer_key.py)
     register_auth_metrics(registry)
     add_control(app, control or Control(config), registry)
     if config.host_copy:

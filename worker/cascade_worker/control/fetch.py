@@ -8,7 +8,7 @@ source and leader, self = target), and hands the same plan and peers map to the 
 this worker's own address is its bind host, or, when bound to every interface, the
 address the fetch request reached it on.
 
-Who may make this worker call out: only holders of the deployment's token (auth.py), and
+Who may make this worker call out: only holders of the deployment's token (access/http_auth.py), and
 only to a unicast address: a fetch aimed at link-local (cloud metadata at
 169.254.169.254), multicast or unspecified addresses, or at a name, is refused before any
 request goes out. The peer must itself accept the deployment's token (the calls carry

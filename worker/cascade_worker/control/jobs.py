@@ -71,8 +71,8 @@ class Control:
         """The data port every transfer of this worker borrows (transport/shared.py)."""
         if self.data_port is None:
             from cascade_protocol.peer_auth import MULTICAST
+            from cascade_worker.access.refusals import count
             from cascade_worker.multicast.frames import CODEC
-            from cascade_worker.refusals import count
             from cascade_worker.transport.shared import SharedServer
 
             config = self.config

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Collection
 import numpy as np
 
 from cascade_protocol.peer_auth import MULTICAST, PeerKey
+from cascade_worker.access.refusals import admit
 from cascade_worker.multicast.frames import (
     Attach,
     BlockHeader,
@@ -44,7 +45,6 @@ from cascade_worker.multicast.frames import (
 )
 from cascade_worker.multicast.order import StepOrder
 from cascade_worker.multicast.progress import BlockProgress, BlockUnavailable, Pacer
-from cascade_worker.refusals import admit
 from cascade_worker.transport.endpoint import Endpoint
 from cascade_worker.transport.frames import FrameError
 

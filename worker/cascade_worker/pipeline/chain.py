@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from cascade_protocol.peer_auth import PIPELINE, PeerKey, PeerProof, prove_or_none
-from cascade_worker import credentials
+from cascade_worker.access import peer_key
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.pipeline.bounds import check_result
@@ -84,7 +84,7 @@ class StageChain:
     ) -> None:
         self.session = session
         self.heartbeat_s = heartbeat_s
-        self.key = credentials.or_current(key)
+        self.key = peer_key.or_current(key)
         self.vocab = vocab
         self.stages = [StageInfo(i + 1, address) for i, address in enumerate(addresses)]
         self.model = model

@@ -27,7 +27,9 @@ from typing import Any
 import torch
 
 from cascade_protocol.peer_auth import PIPELINE, PeerKey, prove_or_none
-from cascade_worker import accelerator, credentials
+from cascade_worker import accelerator
+from cascade_worker.access import peer_key
+from cascade_worker.access.refusals import admit
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.stage import StageModel
@@ -50,7 +52,6 @@ from cascade_worker.pipeline.frames import (
 )
 from cascade_worker.pipeline.session import Ep, Session
 from cascade_worker.pipeline.wire import recv_tensor, send_tensor, spec_of
-from cascade_worker.refusals import admit
 from cascade_worker.transport.endpoint import TransportError
 from cascade_worker.transport.frames import FrameError
 from cascade_worker.transport.pool import EndpointPool
@@ -75,7 +76,7 @@ class StageServer:
     ) -> None:
         self.config = config
         self.head_silence_s = head_silence_s
-        self.key = credentials.or_current(key)  # no token, no session (None: open)
+        self.key = peer_key.or_current(key)  # no token, no session (None: open)
         self.weights = weights
         self.layers = (weights.start, weights.end)
         self.device = torch.device(device)

@@ -70,8 +70,8 @@ class StageRole:
 def pipeline_listener(host: str, port: int) -> SharedServer[Any]:
     """The pipeline port this worker's stage roles borrow in turn (transport/shared.py)."""
     from cascade_protocol.peer_auth import PIPELINE
+    from cascade_worker.access.refusals import count
     from cascade_worker.pipeline.frames import CODEC
-    from cascade_worker.refusals import count
     from cascade_worker.transport.shared import SharedServer
 
     return SharedServer(

@@ -14,7 +14,7 @@ from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
-from cascade_worker.model.files import write_json
+from cascade_worker.checkpoints.files import write_json
 
 # GGUF token types (llama.cpp's llama_token_type): control tokens are special.
 _CONTROL, _USER_DEFINED = 3, 4

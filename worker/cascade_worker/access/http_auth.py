@@ -25,7 +25,7 @@ from cascade_api.constants import HEALTH_PATH, READY_PATH
 from cascade_protocol.peer_auth import AUTH_HEADER, PeerKey
 from cascade_protocol.service import METRICS_PATH
 from cascade_protocol.status import STATUS_PATH
-from cascade_worker.refusals import HTTP, REFUSED
+from cascade_worker.access.refusals import HTTP, REFUSED
 
 log = logging.getLogger(__name__)
 

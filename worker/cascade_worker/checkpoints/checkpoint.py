@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-from cascade_worker.model.files import write_json, write_shards
-from cascade_worker.model.spec import DTYPE_BYTES, ModelSpec, hf_config, param_shapes
-from cascade_worker.model.tokenizer import (
+from cascade_worker.checkpoints.files import write_json, write_shards
+from cascade_worker.checkpoints.spec import DTYPE_BYTES, ModelSpec, hf_config, param_shapes
+from cascade_worker.checkpoints.tokenizer import (
     DEFAULT_TOKENIZER_VOCAB,
     build_tokenizer,
     special_ids,
