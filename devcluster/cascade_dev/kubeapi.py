@@ -19,7 +19,7 @@ from cascade_dev.pki import Pki
 MERGE_PATCH = "application/merge-patch+json"
 
 
-class ApiError(RuntimeError):
+class KubeApiError(RuntimeError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
@@ -50,19 +50,19 @@ class KubeApi:
     def get(self, path: str) -> dict[str, Any]:
         status, body = self.request("GET", path)
         if status != 200:
-            raise ApiError(status, body.strip()[:300])
+            raise KubeApiError(status, body.strip()[:300])
         data: dict[str, Any] = json.loads(body)
         return data
 
     def patch(self, path: str, body: object) -> None:
         status, text = self.request("PATCH", path, body=body)
         if status != 200:
-            raise ApiError(status, text.strip()[:300])
+            raise KubeApiError(status, text.strip()[:300])
 
     def delete(self, path: str) -> None:
         status, body = self.request("DELETE", path)
         if status not in (200, 202, 404):
-            raise ApiError(status, body.strip()[:300])
+            raise KubeApiError(status, body.strip()[:300])
 
     def ready(self) -> bool:
         """True when /readyz answers ok; False while it is starting or unreachable."""

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_dev import controlplane, processes, prometheus
-from cascade_dev.kubeapi import ApiError, KubeApi
+from cascade_dev.kubeapi import KubeApi, KubeApiError
 from cascade_dev.paths import StatePaths, default_state_dir, venv_python
 from cascade_dev.pki import Pki
 from cascade_dev.urls import ResolveError
@@ -153,7 +153,7 @@ class Discovery:
             conn.request("GET", path, headers={"Accept": "application/json"})
             resp = conn.getresponse()
             if resp.status != 200:
-                raise ApiError(resp.status, resp.read().decode(errors="replace")[:300])
+                raise KubeApiError(resp.status, resp.read().decode(errors="replace")[:300])
             while self.rv is not None and (line := resp.readline()):
                 self.apply(json.loads(line))
         finally:
@@ -180,7 +180,7 @@ class Discovery:
                     self.relist()
                 self.watch()
                 delay = 0.5
-            except (OSError, http.client.HTTPException, ApiError, ValueError) as e:
+            except (OSError, http.client.HTTPException, KubeApiError, ValueError) as e:
                 log.warning("pod watch failed (%s); relisting in %.1fs", e, delay)
                 self.rv = None
                 time.sleep(delay)

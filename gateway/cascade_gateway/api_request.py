@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cascade_gateway import fields
-from cascade_gateway.errors import ApiError, bad_request, model_not_found
+from cascade_gateway.errors import OpenAIError, bad_request, model_not_found
 from cascade_protocol.generate import GenerateRequest, RequestClass
 from cascade_protocol.limits import (
     MAX_CONTEXT_TOKENS,
@@ -247,7 +247,7 @@ def _fits_bytes(request: GenerateRequest, limits: Limits) -> None:
         )
 
 
-def context_exceeded(limit: int, prompt: int, completion: int) -> ApiError:
+def context_exceeded(limit: int, prompt: int, completion: int) -> OpenAIError:
     param = "prompt" if prompt >= limit else "max_tokens"
     return bad_request(
         f"This model's maximum context length is {limit} tokens. However, you requested "

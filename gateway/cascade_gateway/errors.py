@@ -3,7 +3,7 @@
 OpenAI clients read ``{"error": {"message", "type", "param", "code"}}`` and pick their
 exception class from the HTTP status (400 BadRequestError, 404 NotFoundError, 429
 RateLimitError, 5xx InternalServerError), so every refusal the gateway makes is an
-``ApiError`` carrying both. ``param`` names the offending request field, so a client
+``OpenAIError`` carrying both. ``param`` names the offending request field, so a client
 sees which of its arguments to fix. Pure: no aiohttp here.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 INVALID_REQUEST = "invalid_request_error"
 
 
-class ApiError(Exception):
+class OpenAIError(Exception):
     """A request the gateway answers with an error status and an OpenAI error body."""
 
     def __init__(
@@ -45,12 +45,12 @@ def error_body(
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
-def bad_request(message: str, param: str | None = None, code: str | None = None) -> ApiError:
-    return ApiError(400, message, param=param, code=code)
+def bad_request(message: str, param: str | None = None, code: str | None = None) -> OpenAIError:
+    return OpenAIError(400, message, param=param, code=code)
 
 
-def model_not_found(model: str) -> ApiError:
-    return ApiError(
+def model_not_found(model: str) -> OpenAIError:
+    return OpenAIError(
         404,
         f"The model `{model}` does not exist or you do not have access to it.",
         param="model",
@@ -58,8 +58,8 @@ def model_not_found(model: str) -> ApiError:
     )
 
 
-def queue_full(request_class: str, limit: int, retry_after: int) -> ApiError:
-    return ApiError(
+def queue_full(request_class: str, limit: int, retry_after: int) -> OpenAIError:
+    return OpenAIError(
         429,
         f"The {request_class} request queue is full ({limit} requests waiting); "
         f"retry after {retry_after} s.",
@@ -69,8 +69,8 @@ def queue_full(request_class: str, limit: int, retry_after: int) -> ApiError:
     )
 
 
-def draining() -> ApiError:
-    return ApiError(
+def draining() -> OpenAIError:
+    return OpenAIError(
         503,
         "This gateway is shutting down and takes no new requests; retry to reach another.",
         type="service_unavailable",
@@ -79,7 +79,7 @@ def draining() -> ApiError:
     )
 
 
-def no_backend(seconds: float, *, held: bool = False) -> ApiError:
+def no_backend(seconds: float, *, held: bool = False) -> OpenAIError:
     """The deadline passed while queued; ``held``: no model server was ready at all."""
     message = (
         f"No model server was ready to take the request within {seconds:g} s: the "
@@ -88,7 +88,7 @@ def no_backend(seconds: float, *, held: bool = False) -> ApiError:
         if held
         else f"No model server could take the request within {seconds:g} s."
     )
-    return ApiError(
+    return OpenAIError(
         503,
         message,
         type="service_unavailable",
@@ -97,8 +97,8 @@ def no_backend(seconds: float, *, held: bool = False) -> ApiError:
     )
 
 
-def timed_out(seconds: float) -> ApiError:
-    return ApiError(
+def timed_out(seconds: float) -> OpenAIError:
+    return OpenAIError(
         504,
         f"The request did not finish within the gateway's {seconds:g} s deadline.",
         type="timeout",
@@ -106,8 +106,8 @@ def timed_out(seconds: float) -> ApiError:
     )
 
 
-def upstream_failed(detail: str, attempts: int) -> ApiError:
-    return ApiError(
+def upstream_failed(detail: str, attempts: int) -> OpenAIError:
+    return OpenAIError(
         502,
         f"The model server failed the request ({detail}) after {attempts} attempt(s).",
         type="server_error",
@@ -115,9 +115,9 @@ def upstream_failed(detail: str, attempts: int) -> ApiError:
     )
 
 
-def stream_broken(detail: str) -> ApiError:
+def stream_broken(detail: str) -> OpenAIError:
     """For the SSE error event when a backend fails after tokens reached the client."""
-    return ApiError(
+    return OpenAIError(
         502,
         f"The model server failed after part of the response was streamed ({detail}); "
         "the output is incomplete.",

@@ -48,7 +48,7 @@ from cascade_gateway.api_response import (
 )
 from cascade_gateway.events import ClientGone, EventStream
 from cascade_gateway.runtime import Gateway
-from cascade_gateway.scheduler import QueueFull
+from cascade_gateway.scheduler import ClassQueueFull
 from cascade_gateway.upstream import Rejected
 from cascade_protocol import json_body
 from cascade_protocol.generate import RequestClass
@@ -81,9 +81,9 @@ async def _serve(request: web.Request, endpoint: Endpoint) -> web.StreamResponse
         gw.demand.arrived(cls, gw.pool.clock())
         work = _stream(request, gw, job) if job.stream else _complete(gw, job)
         response = await _until_disconnect(request, work)
-    except errors.ApiError as exc:
+    except errors.OpenAIError as exc:
         response = web.json_response(exc.body(), status=exc.status, headers=exc.headers)
-    except QueueFull as exc:
+    except ClassQueueFull as exc:
         error = errors.queue_full(exc.request_class, exc.limit, gw.config.retry_after)
         response = web.json_response(error.body(), status=error.status, headers=error.headers)
     except Rejected as exc:
@@ -91,11 +91,11 @@ async def _serve(request: web.Request, endpoint: Endpoint) -> web.StreamResponse
     except ClientGone as exc:
         response = exc.response or web.Response(status=499, text="client closed the connection")
     except web.HTTPRequestEntityTooLarge as exc:
-        error = errors.ApiError(413, f"The request body is too large: {exc.text}")
+        error = errors.OpenAIError(413, f"The request body is too large: {exc.text}")
         response = web.json_response(error.body(), status=error.status)
     except Exception:  # a bug: still answer in OpenAI's shape, and count it
         log.exception("%s failed", endpoint.value)
-        error = errors.ApiError(500, "Internal gateway error.", type="server_error")
+        error = errors.OpenAIError(500, "Internal gateway error.", type="server_error")
         response = web.json_response(error.body(), status=error.status)
     gw.metrics.requests.labels(endpoint.value, str(response.status), cls.value).inc()
     return response
@@ -120,7 +120,7 @@ def _parse(gw: Gateway, endpoint: Endpoint, raw: bytes, class_header: str | None
     return parse(body, class_header, limits, response_id(endpoint, uuid.uuid4().hex))
 
 
-def _deadline_error(gw: Gateway, progress: dispatch.Progress) -> errors.ApiError:
+def _deadline_error(gw: Gateway, progress: dispatch.Progress) -> errors.OpenAIError:
     timeout = gw.config.request_timeout
     if progress.dispatched:
         return errors.timed_out(timeout)
@@ -149,7 +149,7 @@ async def _stream(request: web.Request, gw: Gateway, job: Job) -> web.StreamResp
     progress = dispatch.Progress(arrived=gw.pool.clock())
     env = Envelope(job.request.request_id, int(time.time()), job.model)
     out = EventStream(request, gw.config.keepalive_seconds)
-    failure: errors.ApiError | Rejected | None = None
+    failure: errors.OpenAIError | Rejected | None = None
     first = True
     out.start()
     try:
@@ -171,7 +171,7 @@ async def _stream(request: web.Request, gw: Gateway, job: Job) -> web.StreamResp
         failure = _deadline_error(gw, progress)
     except dispatch.StreamBroken as exc:
         failure = errors.stream_broken(str(exc))
-    except (errors.ApiError, Rejected) as exc:  # reach the client as events once started
+    except (errors.OpenAIError, Rejected) as exc:  # reach the client as events once started
         failure = exc
     finally:
         await out.stop()
@@ -179,7 +179,7 @@ async def _stream(request: web.Request, gw: Gateway, job: Job) -> web.StreamResp
         if not out.started:  # nothing sent yet: a plain status code and JSON body
             raise failure
         await out.send(
-            sse(failure.body() if isinstance(failure, errors.ApiError) else failure.body)
+            sse(failure.body() if isinstance(failure, errors.OpenAIError) else failure.body)
         )
     elif job.include_usage:
         await out.send(sse(usage_chunk(job, env)))

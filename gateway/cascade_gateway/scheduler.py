@@ -31,7 +31,7 @@ from cascade_protocol.generate import RequestClass
 from cascade_protocol.queue_order import QueueOrder, late_at
 
 
-class QueueFull(Exception):
+class ClassQueueFull(Exception):
     def __init__(self, request_class: RequestClass, limit: int) -> None:
         super().__init__(f"{request_class} queue full ({limit})")
         self.request_class = request_class
@@ -111,7 +111,7 @@ class Scheduler:
             limit = self.limits.get(request_class, 0)
             if over_limit(len(queue), limit):
                 queue.remove(entry)
-                raise QueueFull(request_class, limit)
+                raise ClassQueueFull(request_class, limit)
         try:
             return await entry.future
         except BaseException:

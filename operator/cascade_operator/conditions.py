@@ -81,16 +81,21 @@ def degraded(
     alive: Sequence[PodView],
     generation: int,
     failures: Mapping[str, str] | None = None,
+    refused: str | None = None,
 ) -> Condition:
     """True while the spec is invalid, workers' last jobs failed (a load or transfer:
     `failures`, pod -> its worker's error, e.g. weights refused against
-    spec.model.digest) or instances fail, naming the field, the error or the pods."""
+    spec.model.digest), the API server refuses the operator's writes (`refused`, what
+    refusals.degraded_message says) or instances fail, naming the field, the error, the
+    call or the pods."""
     if problems:
         message = "; ".join(p.message for p in problems)
         return condition(DEGRADED, True, "InvalidSpec", message, generation)
     if failures:
         message = "; ".join(f"{pod}: {why}" for pod, why in sorted(failures.items()))
         return condition(DEGRADED, True, "WorkerJobFailed", message, generation)
+    if refused:
+        return condition(DEGRADED, True, "APIRefused", refused, generation)
     failing = [p.name for p in alive if p.failed]
     if failing:
         message = "failing instances: " + ", ".join(failing)

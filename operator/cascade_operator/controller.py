@@ -9,15 +9,17 @@ worker's status asked once), then runs the deciders: first the weights half
 (`weights.driver`: pool, ScalePlans, worker orders: a target's orders wait for nothing
 else), then on the autoscaler's timer the Cascade autoscaler (`autoscale.tick`),
 `instances.decide` (pods, gateway), the NetworkPolicies, the host copies and the
-profile Job (`materialization`). All hand their facts to `status.assemble`, which writes
-one status and tells each condition transition once.
+profile Job (`materialization`). Their writes go through `act.Acts`, which keeps a
+refused call instead of raising it (refusals.py: retried within seconds, or `Degraded`).
+All hand their facts to `status.assemble`, which writes one status and tells each
+condition transition once.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from cascade_api import constants as c
@@ -29,24 +31,19 @@ from cascade_api.modeldeployment import (
 )
 from cascade_api.scaling import AutoscalerOwner
 from cascade_operator import builders, instances
+from cascade_operator.act import Acts
 from cascade_operator.autoscale import observe
 from cascade_operator.autoscale.tick import Autoscaler
-from cascade_operator.clients.kube import Body, Cluster
+from cascade_operator.clients.kube import Body, Cluster, KubeRefusal
 from cascade_operator.clients.workers import WorkerClient
 from cascade_operator.config import OperatorConfig
 from cascade_operator.host_copies import HostCopyDecision, decide_host_copies, host_copy_selector
 from cascade_operator.inference_pool import keep_pool
-from cascade_operator.materialization import (
-    JobView,
-    MaterializationDecision,
-    decide_materialization,
-    job_selector,
-)
 from cascade_operator.metrics import OperatorMetrics
-from cascade_operator.network_policies import changed, network_policies, policy_selector
 from cascade_operator.node_loss import LOST_AFTER_S, lost_event, lost_nodes, on_lost_nodes
 from cascade_operator.observed import GatewayView, MdRef, Observed, PodView
 from cascade_operator.peer_secret import peer_secret, token_of
+from cascade_operator.refusals import Refusal, Retries, degraded_message
 from cascade_operator.serial import Serial
 from cascade_operator.spec import parse_spec
 from cascade_operator.status import PlanState, StatusInput, assemble
@@ -68,6 +65,7 @@ class Controller:
         workers: WorkerClient | None = None,
         autoscaler: Autoscaler | None = None,
         metrics: OperatorMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster = cluster
         self.cfg = cfg
@@ -84,9 +82,13 @@ class Controller:
         self._moving: set[tuple[str, str]] = set()
         # IPs of running pods whose worker did not answer yet (handlers.poll_starting).
         self._starting: dict[tuple[str, str], list[str]] = {}
+        self.retries, self._clock = Retries(), clock  # writes the API server refused
 
-    def moving(self, namespace: str, name: str) -> bool:
-        return (namespace, name) in self._moving
+    def due(self, namespace: str, name: str) -> bool:
+        """The fast timer's question: weights are moving, or a refused write's retry is
+        due (refusals.py: kopf would not retry an event handler's error)."""
+        key = (namespace, name)
+        return key in self._moving or self.retries.due(key, self._clock())
 
     def answering(self, namespace: str, name: str) -> bool:
         """A pod whose worker did not answer at the last reconcile answers now: a plan
@@ -108,6 +110,12 @@ class Controller:
         try:
             self._reconcile(body, autoscale)
             failed = False
+        except KubeRefusal as err:  # a read or the status write: the whole tick again
+            refusal = Refusal("reconcile", err.status, err.message)
+            if not refusal.retryable:
+                raise
+            self.retries.ended((namespace, name), [refusal], self._clock())
+            log.warning("%s/%s: %s; retrying", namespace, name, refusal.describe())
         finally:
             seconds = time.monotonic() - began
             self.metrics.reconciled(MdRef.of(body), seconds, failed=failed)
@@ -168,14 +176,12 @@ class Controller:
         )
         decision = instances.decide(obs, spec, self.cfg, has_copy=_alive(hosts))
         copies = decide_host_copies(ref, spec, hosts, self.cfg) if spec else HostCopyDecision()
-        profile = self._materialize(ref, spec)
-        for manifest in [*decision.create_pods, *copies.create]:
-            self.cluster.create_pod(manifest)
-        for pod in [*decision.delete_pods, *copies.delete]:
-            self.cluster.delete_pod(ns, pod)
-        for manifest in decision.gateway:
-            self.cluster.apply(manifest)
-        self._network_policies(ref)
+        acts = Acts(self.cluster, ref)
+        profile = acts.profile_job(spec, self.cfg)
+        acts.pods([*decision.create_pods, *copies.create], [*decision.delete_pods, *copies.delete])
+        acts.apply(decision.gateway)
+        acts.network_policies(self.cfg)
+        attempts = self.retries.ended((ns, ref.name), acts.refused, self._clock())
         modes = {w.name: w.mode for w in workers if w.mode is not None}
         self._inference_pool(body, pods, modes)
         events = [*scale_events, *decision.events, *copies.events, *profile.events]
@@ -211,6 +217,7 @@ class Controller:
                 ],
                 plans=plans,
                 scaling=scaling,
+                refused=degraded_message(acts.refused, attempts),
             ),
             now,
         )
@@ -222,25 +229,6 @@ class Controller:
         if decision.create_pods or decision.delete_pods:
             created, deleted = len(decision.create_pods), len(decision.delete_pods)
             log.info("%s/%s: created %d, deleted %d pods", ns, ref.name, created, deleted)
-
-    def _materialize(self, ref: MdRef, spec: ModelDeploymentSpec | None) -> MaterializationDecision:
-        """Keep the profile Job of the current spec (none while the spec is invalid)."""
-        if spec is None:
-            return MaterializationDecision()
-        bodies = self.cluster.list_jobs(ref.namespace, job_selector(ref.name))
-        decision = decide_materialization(ref, spec, [JobView.of(b) for b in bodies], self.cfg)
-        for manifest in decision.create:
-            self.cluster.create_job(manifest)
-        for name in decision.delete:
-            self.cluster.delete_job(ref.namespace, name)
-        return decision
-
-    def _network_policies(self, ref: MdRef) -> None:
-        """Keep the deployment's NetworkPolicies as built, whatever its spec (pods of an
-        earlier spec still run): create the missing, patch back the changed."""
-        found = self.cluster.list_network_policies(ref.namespace, policy_selector(ref.name))
-        for manifest in changed(network_policies(ref, self.cfg), found):
-            self.cluster.apply(manifest)
 
     def _inference_pool(
         self, body: Body, pods: list[PodView], modes: Mapping[str, ServingMode]
@@ -283,6 +271,7 @@ class Controller:
         with self._serial.lock((namespace, name)):
             self.metrics.forget(namespace, name)
             self._starting.pop((namespace, name), None)
+            self.retries.forget((namespace, name))
             return self.cluster.delete_owned(namespace, name)
 
 

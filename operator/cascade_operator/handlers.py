@@ -4,11 +4,12 @@ the controller to reconcile it; all decisions live in pure functions it calls.
 Reconciling is level-triggered (every watch event of the ModelDeployment, its pods,
 its gateway, its ScalePlans or its profile Job, plus a periodic resync), so a missed
 event or an operator restart costs one resync, never a wrong state. Workers' transfer
-progress makes no API events, so while weights move (`Controller.moving`) a fast timer
-reconciles every second. A worker starting to answer makes no event either (its pod was
-Running already), and a plan should start within a second of it: while a deployment
-has running pods whose worker did not answer, a cheaper timer probes just their status
-every STARTING_POLL_S and reconciles the moment one answers. The Cascade autoscaler
+progress makes no API events, so while weights move, or a refused write waits for its
+retry (refusals.py), a fast timer reconciles every second (`Controller.due`). A worker
+starting to answer makes no event either (its pod was Running already), and a plan
+should start within a second of it: while a deployment has running pods whose worker
+did not answer, a cheaper timer probes just their status every STARTING_POLL_S and
+reconciles the moment one answers. The Cascade autoscaler
 ticks on its own timer (AUTOSCALE_SECONDS), never on watch events.
 """
 
@@ -74,9 +75,10 @@ def resync(body: kopf.Body, **_: Any) -> None:
 
 @kopf.timer(c.GROUP, c.VERSION, c.MD_PLURAL, interval=1.0, initial_delay=1.0)
 def poll_moving(body: kopf.Body, **_: Any) -> None:
-    """Follow a ScalePlan's progress (and a loading worker) closely while weights move."""
+    """Follow a ScalePlan's progress (and a loading worker) closely while weights move;
+    retry a write the API server refused (409, 429, 5xx) once its backoff is over."""
     namespace, name = body.metadata["namespace"], body.metadata["name"]
-    if not body.metadata.get("deletionTimestamp") and controller().moving(namespace, name):
+    if not body.metadata.get("deletionTimestamp") and controller().due(namespace, name):
         controller().reconcile(namespace, name)
 
 

@@ -87,6 +87,7 @@ class StatusInput:
     materialization: JobShown | None = None
     # pod -> why its worker's last job failed (a refused load or transfer); Degraded says it
     failures: Mapping[str, str] = field(default_factory=dict)
+    refused: str | None = None  # the API server's refusals of this reconcile (refusals.py)
     plans: PlanState | None = None  # None: the lifecycle did not run (invalid spec)
     scaling: ScalingShown | None = None  # None: leave status.autoscaler as it is
 
@@ -123,7 +124,7 @@ def assemble(inp: StatusInput, now: datetime) -> StatusUpdate:
     new = [
         available(spec, inp.gateway, ready, gen),
         progressing(spec, alive, gen),
-        degraded(inp.parsed.problems, alive, gen, inp.failures),
+        degraded(inp.parsed.problems, alive, gen, inp.failures, inp.refused),
     ]
     current_plan = inp.previous.current_plan
     if inp.plans is not None:

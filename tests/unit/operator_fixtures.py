@@ -13,6 +13,7 @@ from typing import Any
 from cascade_api import constants as c
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_api.scaleplan import Block
+from cascade_operator.clients.kube_errors import KubeRefusal
 from cascade_operator.clients.workers import Delivery
 from cascade_operator.config import OperatorConfig
 from cascade_operator.events import EventNote
@@ -31,6 +32,16 @@ BLOCKS = [
     Block(index=i, layer_start=i, layer_end=i + 1, bytes=1 << 20, checksum="x") for i in range(B)
 ]
 Body = dict[str, Any]
+
+
+def md_body(replicas: int, **spec: Any) -> Body:
+    """The ModelDeployment object as the API server holds it (generation 1)."""
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.MD_KIND,
+        "metadata": {"name": REF.name, "namespace": REF.namespace, "generation": 1},
+        "spec": {"model": {"uri": MODEL_URI}, "replicas": replicas, **spec},
+    }
 
 
 def md(**spec: Any) -> ModelDeploymentSpec:
@@ -140,6 +151,15 @@ class FakeCluster:
         self.scale_writes: list[int] = []
         self._uids = itertools.count(1)
         self.pools = NoInferencePools()
+        self._refusals: dict[str, list[KubeRefusal]] = {}
+
+    def refuse_next(self, method: str, status: int, message: str) -> None:
+        """The next call of `method` is refused as the API server would (then it works)."""
+        self._refusals.setdefault(method, []).append(KubeRefusal(status, message))
+
+    def _refuse(self, method: str) -> None:
+        if self._refusals.get(method):
+            raise self._refusals[method].pop(0)
 
     def add(self, kind: str, body: Body) -> Body:
         meta = body.setdefault("metadata", {})
@@ -175,6 +195,7 @@ class FakeCluster:
         return self.objects[key]
 
     def create_pod(self, manifest: Body) -> None:
+        self._refuse("create_pod")
         key = ("Pod", manifest["metadata"]["namespace"], manifest["metadata"]["name"])
         if key not in self.objects:
             self.add("Pod", {**manifest, "status": {"phase": "Pending"}})
@@ -198,9 +219,11 @@ class FakeCluster:
         return self._list("NetworkPolicy", namespace, selector)
 
     def apply(self, manifest: Body) -> None:
+        self._refuse("apply")
         self.add(manifest["kind"], manifest)
 
     def patch_md_status(self, namespace: str, name: str, status: Body) -> None:
+        self._refuse("patch_md_status")
         body = self.objects[(c.MD_KIND, namespace, name)]
         body["status"] = merge_patch(body.get("status") or {}, status)
         self.status_writes += 1

@@ -1,5 +1,5 @@
 """Property tests of OpenAI request bodies as the gateway parses them: any body is a
-`Job` or an `ApiError` (400 naming the field, 404 for an unknown model) -- never another
+`Job` or an `OpenAIError` (400 naming the field, 404 for an unknown model) -- never another
 exception -- and every request the gateway accepts is one the worker accepts too (both
 validate against the shared limits)."""
 
@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cascade_gateway.api_request import CLASS_HEADER, Endpoint, Limits, parse_chat, parse_completion
-from cascade_gateway.errors import ApiError
+from cascade_gateway.errors import OpenAIError
 from cascade_protocol import limits
 from cascade_protocol.generate import GenerateRequest
 from cascade_worker.serving.api import parse_generate
@@ -64,7 +64,7 @@ def parse_or_refuse(endpoint: Endpoint, body: Any, limits_: Limits, header: str 
     parse = parse_chat if endpoint is Endpoint.CHAT else parse_completion
     try:
         job = parse(body, header, limits_, "req-1")
-    except ApiError as exc:
+    except OpenAIError as exc:
         assert exc.status in (400, 404), exc.message
         if isinstance(body, dict):  # the refusal names a field the client sent (or must)
             assert exc.param is not None, exc.message

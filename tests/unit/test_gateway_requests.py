@@ -16,7 +16,7 @@ from cascade_gateway.api_response import (
     stream_chunk,
     usage_chunk,
 )
-from cascade_gateway.errors import ApiError
+from cascade_gateway.errors import OpenAIError
 from cascade_protocol.generate import GenerateChunk, RequestClass
 
 LIMITS = Limits(models=frozenset({"m"}), max_model_len=32)
@@ -31,8 +31,8 @@ def chat(limits: Limits = LIMITS, **body: Any) -> Any:
     return parse_chat(base | body, None, limits, "chatcmpl-1")
 
 
-def error_of(fn: Any, *args: Any, **kwargs: Any) -> ApiError:
-    with pytest.raises(ApiError) as exc:
+def error_of(fn: Any, *args: Any, **kwargs: Any) -> OpenAIError:
+    with pytest.raises(OpenAIError) as exc:
         fn(*args, **kwargs)
     return exc.value
 

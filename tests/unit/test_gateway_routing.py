@@ -19,7 +19,7 @@ from cascade_gateway.router import (
     ready_count,
     routable,
 )
-from cascade_gateway.scheduler import QueueFull, Scheduler
+from cascade_gateway.scheduler import ClassQueueFull, Scheduler
 from cascade_protocol.generate import RequestClass
 from cascade_protocol.load import LoadReport
 from cascade_protocol.queue_order import QueueOrder
@@ -179,7 +179,7 @@ def test_scheduler_queues_prioritises_and_releases() -> None:
         urgent = asyncio.create_task(sched.acquire(INTERACTIVE))
         await asyncio.sleep(0)
         assert (sched.depth(BATCH), sched.depth(INTERACTIVE)) == (1, 1)
-        with pytest.raises(QueueFull):
+        with pytest.raises(ClassQueueFull):
             await sched.acquire(INTERACTIVE)
         sched.release("a", INTERACTIVE)
         assert await urgent == "a"

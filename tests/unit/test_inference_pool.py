@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from operator_fixtures import MODEL_URI, REF, FakeCluster, FakeWorkers, pod
 
 from cascade_api import constants as c
-from cascade_operator.clients.kube_errors import ApiError
+from cascade_operator.clients.kube_errors import KubeRefusal
 from cascade_operator.clients.kube_pools import InferencePools
 from cascade_operator.config import OperatorConfig
 from cascade_operator.controller import Controller
@@ -351,5 +351,5 @@ def test_a_lasting_refusal_is_logged_once_not_raised(
 
 def test_other_refusals_fail_the_reconcile() -> None:
     pools, _ = client_with(Custom([], create=500))
-    with pytest.raises(ApiError):
+    with pytest.raises(KubeRefusal):
         pools.act(PoolPlan(REF.namespace, {}, inference_pool(REF, {})))

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from cascade_gateway.api_request import Limits, parse_completion
-from cascade_gateway.errors import ApiError
+from cascade_gateway.errors import OpenAIError
 from cascade_protocol import limits
 from cascade_protocol.control import ServeRequest
 from cascade_protocol.generate import GenerateRequest, SamplingParams
@@ -129,7 +129,7 @@ def test_request_bodies_are_bounded_by_name() -> None:
         GenerateRequest(request_id="r", prompt_token_ids=[2**31])
     for field, value in (("max_tokens", 10**15), ("n", 10**9), ("stop", ["x"] * 17),
                          ("stop_token_ids", [1] * 257), ("seed", 2**64)):  # fmt: skip
-        with pytest.raises(ApiError) as exc:
+        with pytest.raises(OpenAIError) as exc:
             parse_completion({"model": "m", "prompt": "p", field: value}, None,
                              Limits(models=frozenset()), "r")  # fmt: skip
         assert (exc.value.status, exc.value.param) == (400, field)

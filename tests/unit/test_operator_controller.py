@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operator_fixtures import MODEL_URI, REF, FakeCluster, FakeWorkers
+from operator_fixtures import REF, FakeCluster, FakeWorkers, md_body
 
 from cascade_api import constants as c
 from cascade_api.base import utcnow
@@ -24,15 +24,7 @@ B = 8
 
 def world(replicas: int, **spec: Any) -> tuple[Controller, FakeCluster, FakeWorkers]:
     cluster, workers = FakeCluster(), FakeWorkers()
-    cluster.add(
-        c.MD_KIND,
-        {
-            "apiVersion": c.API_VERSION,
-            "kind": c.MD_KIND,
-            "metadata": {"name": REF.name, "namespace": REF.namespace, "generation": 1},
-            "spec": {"model": {"uri": MODEL_URI}, "replicas": replicas, **spec},
-        },
-    )
+    cluster.add(c.MD_KIND, md_body(replicas, **spec))
     controller = Controller(cluster, OperatorConfig(), workers)  # type: ignore[arg-type]
     return controller, cluster, workers
 

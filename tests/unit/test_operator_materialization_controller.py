@@ -12,7 +12,7 @@ from operator_fixtures import REF, FakeCluster
 from test_operator_controller import reconcile, run_pod, serving, status, world
 
 from cascade_api import constants as c
-from cascade_operator.clients.kube import ApiError, Cluster
+from cascade_operator.clients.kube import Cluster, KubeRefusal
 from cascade_operator.controller import Controller
 from cascade_operator.materialization import job_selector
 from cascade_protocol.materialize import MaterializationInfo, MaterializationState
@@ -118,5 +118,5 @@ def test_the_kube_client_deletes_a_job_with_its_pods_and_is_idempotent() -> None
     assert args == ("j", "models") and kw["propagation_policy"] == "Background"
     kube_with(FakeBatch(404)).delete_job("models", "j")  # already gone: success
     kube_with(FakeBatch(409)).create_job({"metadata": {"namespace": "models", "name": "j"}})
-    with pytest.raises(ApiError):
+    with pytest.raises(KubeRefusal):
         kube_with(FakeBatch(403)).create_job({"metadata": {"namespace": "models", "name": "j"}})

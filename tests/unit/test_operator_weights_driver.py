@@ -9,7 +9,7 @@ from typing import Any
 
 from operator_fixtures import NOW, REF, FakeWorkers, md, raw_pod, worker
 
-from cascade_operator.clients.kube import ApiError
+from cascade_operator.clients.kube import KubeRefusal
 from cascade_operator.observed import PodView
 from cascade_operator.weights import driver
 from cascade_operator.weights.driver import Gathered, PlanDriver
@@ -70,13 +70,13 @@ class RefusingCluster:
     def create_scaleplan(self, manifest: dict[str, Any]) -> bool:
         name = manifest["metadata"]["name"]
         if name == "refused-create":
-            raise ApiError(422, "Unprocessable Entity")
+            raise KubeRefusal(422, "Unprocessable Entity")
         self.created.append(name)
         return True
 
     def patch_scaleplan_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
         if name == "refused":
-            raise ApiError(422, "status.progress: Invalid value")
+            raise KubeRefusal(422, "status.progress: Invalid value")
         self.patched.append(name)
 
     def delete_scaleplan(self, ns: str, name: str) -> None:

@@ -12,7 +12,7 @@ from serving_harness import FakeCore, run
 from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
 from cascade_worker.engine.core import RequestRejected as Rejected
 from cascade_worker.serving.async_engine import AsyncEngine
-from cascade_worker.serving.errors import NotServing, QueueFull
+from cascade_worker.serving.errors import NotServing, WaitingQueueFull
 from cascade_worker.serving.metrics import ServingMetrics, TokenRate
 
 
@@ -164,7 +164,7 @@ def test_full_waiting_queue_refuses_with_queue_full() -> None:
         running = await engine.submit(req("a", 1000))
         waiting = await engine.submit(req("b", 1000))
         assert engine.waiting == 1
-        with pytest.raises(QueueFull):
+        with pytest.raises(WaitingQueueFull):
             await engine.submit(req("c"))
         running.abort()
         waiting.abort()

@@ -3,7 +3,7 @@
 Every call is idempotent from the caller's point of view: creating something that
 exists and deleting something already gone are successes, because a reconcile may be
 repeated at any time (operator restarts, overlapping watch events). A refusal the
-caller must handle leaves as `ApiError` (the API server's own message inside), so no
+caller must handle leaves as `KubeRefusal` (the API server's own message inside), so no
 other module imports the kubernetes client.
 """
 
@@ -19,9 +19,9 @@ from kubernetes.client.exceptions import ApiException
 from cascade_api import constants as c
 from cascade_api.base import utcnow
 from cascade_operator.clients.kube_errors import (
-    ApiError,
+    KubeRefusal,
     missing,
-    refusals_as_api_error,
+    refusals_as_kube_refusal,
     success_on,
 )
 from cascade_operator.clients.kube_pools import InferencePools
@@ -30,7 +30,7 @@ from cascade_protocol.peer_auth import secret_name
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
-__all__ = ["ApiError", "Body", "Cluster", "load_config"]
+__all__ = ["Body", "Cluster", "KubeRefusal", "load_config"]
 
 
 def load_config() -> None:
@@ -57,7 +57,7 @@ class Cluster:
         result: Body = self._api.sanitize_for_serialization(obj)
         return result
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def get_md(self, namespace: str, name: str) -> Body | None:
         with success_on(404):
             body: Body = self.custom.get_namespaced_custom_object(
@@ -66,12 +66,12 @@ class Cluster:
             return body
         return None
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def list_pods(self, namespace: str, selector: str) -> list[Body]:
         pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
         return [self._dict(p) for p in pods.items]
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def get_gateway(self, namespace: str, name: str) -> tuple[Body | None, Body | None]:
         found: list[Body | None] = []
         for read in (self.apps.read_namespaced_deployment, self.core.read_namespaced_service):
@@ -83,7 +83,7 @@ class Cluster:
                 found.append(None)
         return found[0], found[1]
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def ensure_secret(self, manifest: Body) -> Body:
         """The Secret named in `manifest` as stored: created from it when missing, left
         as it is when it exists (a peer token must not change under running pods)."""
@@ -97,12 +97,12 @@ class Cluster:
             return self._dict(self.core.create_namespaced_secret(meta["namespace"], manifest))
         return self._dict(self.core.read_namespaced_secret(meta["name"], meta["namespace"]))
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def create_pod(self, manifest: Body) -> None:
         with success_on(409):
             self.core.create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> None:
         """Delete a pod; `force`: at once (grace 0), for a pod whose kubelet is gone."""
         with success_on(404):
@@ -110,29 +110,29 @@ class Cluster:
                 name, namespace, grace_period_seconds=0 if force else None
             )
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def list_jobs(self, namespace: str, selector: str) -> list[Body]:
         jobs = self.batch.list_namespaced_job(namespace, label_selector=selector)
         return [self._dict(j) for j in jobs.items]
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def create_job(self, manifest: Body) -> None:
         with success_on(409):
             self.batch.create_namespaced_job(manifest["metadata"]["namespace"], manifest)
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def delete_job(self, namespace: str, name: str) -> None:
         with success_on(404):  # Background: a Job's default propagation orphans its pods
             self.batch.delete_namespaced_job(
                 name, namespace, propagation_policy="Background", _preload_content=False
             )
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def list_network_policies(self, namespace: str, selector: str) -> list[Body]:
         found = self.networking.list_namespaced_network_policy(namespace, label_selector=selector)
         return [self._dict(p) for p in found.items]
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def apply(self, manifest: Body) -> None:
         """Create a gateway object (Deployment, Service, its ServiceAccount and RBAC) or a
         NetworkPolicy, or merge-patch it to the manifest."""
@@ -154,37 +154,37 @@ class Cluster:
                 raise
             patch(meta["name"], meta["namespace"], manifest)
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def patch_md_status(self, namespace: str, name: str, status: Body) -> None:
         self.custom.patch_namespaced_custom_object_status(
             c.GROUP, c.VERSION, namespace, c.MD_PLURAL, name, {"status": status}
         )
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def list_nodes(self) -> list[Body]:
         return [self._dict(n) for n in self.core.list_node().items]
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def annotate_pod(self, namespace: str, name: str, key: str, value: str | None) -> None:
         """Set (or with None remove) one annotation; a pod already gone is a success."""
         patch = {"metadata": {"annotations": {key: value}}}
         with success_on(404):
             self.core.patch_namespaced_pod(name, namespace, patch)
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def label_pod(self, namespace: str, name: str, key: str, value: str) -> None:
         """Set one label; a pod already gone is a success."""
         with success_on(404):
             self.core.patch_namespaced_pod(name, namespace, {"metadata": {"labels": {key: value}}})
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def scale_md(self, namespace: str, name: str, replicas: int) -> None:
         """Write spec.replicas through the /scale subresource, as an HPA does."""
         self.custom.patch_namespaced_custom_object_scale(
             c.GROUP, c.VERSION, namespace, c.MD_PLURAL, name, {"spec": {"replicas": replicas}}
         )
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def list_scaleplans(self, namespace: str, selector: str) -> list[Body]:
         found = self.custom.list_namespaced_custom_object(
             c.GROUP, c.VERSION, namespace, c.SP_PLURAL, label_selector=selector
@@ -192,7 +192,7 @@ class Cluster:
         items: list[Body] = found.get("items") or []
         return items
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def create_scaleplan(self, manifest: Body) -> bool:
         """Create a ScalePlan; False when it already exists (a re-derived name: success)."""
         try:
@@ -205,21 +205,21 @@ class Cluster:
             return False
         return True
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def patch_scaleplan_status(self, namespace: str, name: str, status: Body) -> None:
         with success_on(404):
             self.custom.patch_namespaced_custom_object_status(
                 c.GROUP, c.VERSION, namespace, c.SP_PLURAL, name, {"status": status}
             )
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def delete_scaleplan(self, namespace: str, name: str) -> None:
         with success_on(404):
             self.custom.delete_namespaced_custom_object(
                 c.GROUP, c.VERSION, namespace, c.SP_PLURAL, name
             )
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def emit_event(self, owner: Body, note: EventNote) -> None:
         meta = owner["metadata"]
         stamp = utcnow().isoformat().replace("+00:00", "Z")
@@ -245,7 +245,7 @@ class Cluster:
         except ApiException as err:  # an event is best effort; never fail a reconcile on it
             log.warning("could not post event %s: %s", note.reason, err.reason)
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def delete_owned(self, namespace: str, md: str) -> int:
         """Delete every Job, pod, gateway object, ScalePlan and the peer-token Secret of `md`;
         returns pods left."""

@@ -1,4 +1,4 @@
-"""How the API client's refusals leave `clients.kube`: as `ApiError` with the Status
+"""How the API client's refusals leave `clients.kube`: as `KubeRefusal` with the Status
 body's reason, and the answers a call counts as success (404 gone, 409 there)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class ApiError(Exception):
+class KubeRefusal(Exception):
     """The API server refused a call; `message` is its Status body's reason."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -24,7 +24,7 @@ class ApiError(Exception):
         self.message = message
 
     @classmethod
-    def of(cls, err: ApiException) -> ApiError:
+    def of(cls, err: ApiException) -> KubeRefusal:
         try:
             message = str(json.loads(err.body or "{}").get("message") or err.reason)
         except ValueError:
@@ -32,15 +32,15 @@ class ApiError(Exception):
         return cls(int(err.status or 0), message)
 
 
-def refusals_as_api_error(method: Callable[P, R]) -> Callable[P, R]:
-    """Let an ApiException out of a Cluster method only as ApiError."""
+def refusals_as_kube_refusal(method: Callable[P, R]) -> Callable[P, R]:
+    """Let an ApiException out of a Cluster method only as KubeRefusal."""
 
     @functools.wraps(method)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(*args, **kwargs)
         except ApiException as err:
-            raise ApiError.of(err) from err
+            raise KubeRefusal.of(err) from err
 
     return call
 

@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from cascade_operator.clients.kube_errors import refusals_as_api_error, success_on
+from cascade_operator.clients.kube_errors import refusals_as_kube_refusal, success_on
 from cascade_operator.inference_pool import (
     GROUP,
     LABEL_SERVING,
@@ -46,7 +46,7 @@ class InferencePools:
         self._warned: set[tuple[str, str]] = set()
         self._guard = threading.Lock()
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def served(self) -> bool:
         """The CRD is installed and serves v1 (cached for RECHECK_S)."""
         with self._guard:
@@ -61,7 +61,7 @@ class InferencePools:
             self._served, self._checked = found, time.monotonic()
             return found
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def observe(self, ref: MdRef) -> PoolSeen:
         """The pods that carry the serving label and the deployment's pool (or None)."""
         pods = self.core.list_namespaced_pod(
@@ -75,7 +75,7 @@ class InferencePools:
             )
         return PoolSeen(labelled, pool)
 
-    @refusals_as_api_error
+    @refusals_as_kube_refusal
     def act(self, plan: PoolPlan) -> None:
         """Set or remove each pod's serving label, then create the pool or put its spec
         back (a JSON patch replaces it whole: a merge would keep added matchLabels)."""

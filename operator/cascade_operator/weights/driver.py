@@ -23,7 +23,7 @@ from datetime import datetime
 
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_api.scaleplan import Block
-from cascade_operator.clients.kube import ApiError, Body, Cluster
+from cascade_operator.clients.kube import Body, Cluster, KubeRefusal
 from cascade_operator.clients.workers import WorkerClient
 from cascade_operator.events import EventNote
 from cascade_operator.observed import START_AWAIT, MdRef, PodView
@@ -166,7 +166,7 @@ class PlanDriver:
             try:
                 if not self.cluster.create_scaleplan(manifest):
                     log.info("%s/%s: ScalePlan exists already", ns, name)
-            except ApiError as err:
+            except KubeRefusal as err:
                 undelivered.add(name)
                 log.error("%s/%s: creating the ScalePlan failed: %s", ns, name, err.message)
         for order in d.transfers:
@@ -194,7 +194,7 @@ class PlanDriver:
                 continue
             try:
                 self.cluster.patch_scaleplan_status(ns, patch.plan, patch.status)
-            except ApiError as err:
+            except KubeRefusal as err:
                 log.error("%s/%s: status write failed: %s", ns, patch.plan, err.message)
                 failed.add(patch.plan)
                 continue

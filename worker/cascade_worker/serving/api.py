@@ -30,7 +30,7 @@ from cascade_protocol.load import LOAD_PATH
 from cascade_protocol.service import HEALTH_KEY
 from cascade_worker.control.errors import describe
 from cascade_worker.engine.core import RequestRejected
-from cascade_worker.serving.errors import NotServing, QueueFull
+from cascade_worker.serving.errors import NotServing, WaitingQueueFull
 from cascade_worker.serving.service import Serving
 from cascade_worker.serving.stream import RequestStream
 
@@ -94,7 +94,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
     except NotServing as exc:
         refused.labels(reason="not_serving").inc()
         return error_response(503, str(exc), type_="service_unavailable", code="not_serving")
-    except QueueFull as exc:
+    except WaitingQueueFull as exc:
         refused.labels(reason="queue_full").inc()
         retry = {"Retry-After": str(exc.retry_after_s)}
         return error_response(429, str(exc), type_="rate_limit_error", code="queue_full",

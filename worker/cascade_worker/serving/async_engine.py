@@ -3,7 +3,7 @@
 `generate(request)` (or `submit` then iterate, when the caller must know about
 admission before it answers, as the HTTP handler does) yields a request's chunks as the
 engine thread (engine_thread.py) produces them. Admission refuses with `NotServing`
-while draining or stopped, `QueueFull` when the waiting queue is at its limit (the
+while draining or stopped, `WaitingQueueFull` when the waiting queue is at its limit (the
 gateway holds the real queues; a worker's own queue stays short so queue wait shows up
 where routing can act on it), and `RequestRejected` when the core refuses the request.
 Every admitted request ends with exactly one final chunk: the engine's, MIGRATE (a
@@ -30,7 +30,7 @@ from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateReque
 from cascade_protocol.load import LoadReport
 from cascade_worker.engine.core import EngineCore, EngineStats, RequestRejected
 from cascade_worker.serving.engine_thread import EngineThread, settle
-from cascade_worker.serving.errors import NotServing, QueueFull
+from cascade_worker.serving.errors import NotServing, WaitingQueueFull
 from cascade_worker.serving.liveness import Liveness
 from cascade_worker.serving.local_autoscaler import LocalAutoscaler
 from cascade_worker.serving.metrics import LoadNow, ServingMetrics, TokenRate
@@ -182,7 +182,7 @@ class AsyncEngine:
             yield chunk
 
     async def submit(self, request: GenerateRequest) -> RequestStream:
-        """Admit `request` (NotServing, QueueFull, RequestRejected) and return its stream.
+        """Admit `request` (NotServing, WaitingQueueFull, RequestRejected) and return its stream.
         Its text is tokenized on a worker thread first, not between the engine's steps
         (a long prompt took seconds there), and admission checked again after."""
         rid = request.request_id
@@ -211,7 +211,7 @@ class AsyncEngine:
         if rid in self._requests:
             raise RequestRejected(f"request_id {rid!r} is already in flight", "request_id")
         if self.queue_limit and self.waiting >= self.queue_limit:
-            raise QueueFull(f"{self.waiting} requests waiting (limit {self.queue_limit})")
+            raise WaitingQueueFull(f"{self.waiting} requests waiting (limit {self.queue_limit})")
 
     def why_not_serving(self) -> str:
         failure = self.failure

@@ -10,7 +10,7 @@ class NotServing(Exception):
     """No engine takes requests now (none started, starting, draining, stopped): 503."""
 
 
-class QueueFull(Exception):
+class WaitingQueueFull(Exception):
     """The waiting queue is at its limit: 429, the client (the gateway) retries later."""
 
     def __init__(self, message: str, retry_after_s: int = 1) -> None:
