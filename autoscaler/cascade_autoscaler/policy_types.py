@@ -9,12 +9,15 @@ ticks more cautious), and acts on the `Recommendation`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from cascade_api.scaling import ScalingBehavior
+from cascade_api.scaling import AutoscalerOwner, ScalingBehavior
 from cascade_autoscaler.batch_queue import BatchQueueConfig, BatchQueueContext
 from cascade_autoscaler.behavior import BehaviorState
 from cascade_autoscaler.cause import Cause
+
+if TYPE_CHECKING:
+    from cascade_api.modeldeployment import ModelDeploymentSpec
 
 Owner = Literal["cascade", "external"]
 
@@ -37,6 +40,22 @@ class AutoscaleSpec:
             raise ValueError(f"need 0 <= min <= max and max >= 1, got {self}")
         if self.keep_alive_s < 0:
             raise ValueError("keep_alive_s must be >= 0")
+
+    @classmethod
+    def of(cls, spec: ModelDeploymentSpec) -> AutoscaleSpec:
+        """The policy's view of `spec.scaling`, the one mapping the operator and the
+        simulator share: bounds, owner, Θ/δ (unset Θ = auto), keep-alive, behavior."""
+        sc = spec.scaling
+        ibp = sc.interactive_backpressure
+        return cls(
+            min_replicas=sc.min_replicas,
+            max_replicas=max(1, sc.upper),
+            behavior=sc.behavior,
+            theta=ibp.target if ibp.target is not None else "auto",
+            delta=ibp.tolerance,
+            keep_alive_s=float(sc.keep_alive_seconds),
+            owner="external" if sc.owner == AutoscalerOwner.EXTERNAL else "cascade",
+        )
 
     @property
     def batch_config(self) -> BatchQueueConfig:

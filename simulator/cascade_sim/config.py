@@ -1,8 +1,8 @@
 """What a simulation runs: the deployment's facts (from a ModelDeployment) and the model's
 knobs (how the gateway, the engines and the clock behave).
 
-The deployment is read exactly as the operator reads it (`autoscale_spec` in
-cascade_operator.autoscale.observe): bounds, owner, Θ/δ (unset Θ = auto), keep-alive and
+The deployment is read exactly as the operator reads it (`AutoscaleSpec.of`, the one
+mapping both use): bounds, owner, Θ/δ (unset Θ = auto), keep-alive and
 HPA `behavior`; SLOs per class; the engine's max batch and whether its local autoscaler
 runs (`engine.adaptiveBatch`).
 """
@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cascade_api.modeldeployment import ModelDeploymentSpec
-from cascade_api.scaling import AutoscalerOwner
-from cascade_autoscaler.policy_types import AutoscaleSpec, Owner
+from cascade_autoscaler.policy_types import AutoscaleSpec
 from cascade_sim.profile import CapacityProfile
 
 INTERACTIVE = "interactive"
@@ -54,29 +53,17 @@ class Deployment:
 
 def from_spec(spec: ModelDeploymentSpec) -> Deployment:
     """The simulator's view of a parsed ModelDeployment spec."""
-    sc = spec.scaling
-    ibp = sc.interactive_backpressure
-    owner: Owner = "external" if sc.owner == AutoscalerOwner.EXTERNAL else "cascade"
-    auto = AutoscaleSpec(
-        min_replicas=sc.min_replicas,
-        max_replicas=max(1, sc.upper),
-        behavior=sc.behavior,
-        theta=ibp.target if ibp.target is not None else "auto",
-        delta=ibp.tolerance,
-        keep_alive_s=float(sc.keep_alive_seconds),
-        owner=owner,
-    )
     slos = {
         INTERACTIVE: Slo(spec.slo.interactive.ttft_ms / 1e3, spec.slo.interactive.itl_ms / 1e3),
         BATCH: Slo(spec.slo.batch.ttft_ms / 1e3, spec.slo.batch.itl_ms / 1e3),
     }
     return Deployment(
-        spec=auto,
+        spec=AutoscaleSpec.of(spec),
         replicas=spec.replicas,
         engine_max_batch=spec.engine.max_batch_size,
         adaptive_batch=spec.engine.adaptive_batch,
         slos=slos,
-        max_replicas=sc.max_replicas,
+        max_replicas=spec.scaling.max_replicas,
         prefill_budget=spec.engine.max_prefill_tokens_per_step,
     )
 

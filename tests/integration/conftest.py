@@ -19,13 +19,22 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from integration_helpers import TEST_MODELS, ensure_example_model
+from integration_helpers import (
+    TEST_MODELS,
+    Namespace,
+    ensure_example_model,
+    namespace_with_operator,
+)
 
 from cascade_dev.paths import default_state_dir
 from cascade_dev.testgate import cluster_nodes
 from cascade_dev.testing import DevCluster, apiserver_port_busy, cascade_dev, require_cluster
+
+FAILED = pytest.StashKey[bool]()
+OPERATOR_LOG_TAIL = 3000  # characters of the operator's log shown when a test fails
 
 NODES = int(os.environ.get("CASCADE_TEST_NODES", "8"))
 SESSION_NODES = pytest.StashKey[int]()  # the count the session's cluster is brought up with
@@ -82,3 +91,26 @@ def _enough_nodes(request: pytest.FixtureRequest) -> None:
     dev: DevCluster = request.getfixturevalue("dev_cluster")
     if dev.nodes < needed:
         pytest.fail(f"needs {needed} nodes, the session's dev cluster has {dev.nodes}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    report = yield
+    if report.failed:
+        item.stash[FAILED] = True
+    return report
+
+
+@pytest.fixture
+def cluster(
+    request: pytest.FixtureRequest, dev_cluster: DevCluster, tmp_path: Path
+) -> Iterator[Namespace]:
+    """A fresh namespace `cascade-<module>-<hex>` watched by its own operator process
+    (integration_helpers.namespace_with_operator); the operator's log tail is printed
+    when the test failed."""
+    module = request.node.module.__name__.removeprefix("test_").replace("_", "-")
+    with namespace_with_operator(dev_cluster, f"cascade-{module}", tmp_path) as ns:
+        yield ns
+        log = tmp_path / "operator.log"
+        if request.node.stash.get(FAILED, False) and log.exists():
+            print(f"--- {log} (tail) ---\n{log.read_text()[-OPERATOR_LOG_TAIL:]}")

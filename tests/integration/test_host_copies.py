@@ -14,7 +14,6 @@ re-created from storage.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +23,17 @@ from integration_helpers import (
     Namespace,
     generated,
     model_deployment,
-    namespace_with_operator,
     pod_ready,
     small_model,
 )
 
 from cascade_api.constants import WORKER_PORT
-from cascade_dev.testing import DevCluster, wait_for
+from cascade_dev.testing import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 MD = "pooled"
 ASK = {"request_id": "r", "prompt": "Hello host", "params": {"max_tokens": 12, "temperature": 0}}
-
-
-@pytest.fixture
-def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    with namespace_with_operator(dev_cluster, "cascade-hostpool", tmp_path) as ns:
-        yield ns
 
 
 def copies_ready(ns: Namespace, n: int) -> bool:

@@ -16,7 +16,6 @@ greedy tokens.
 from __future__ import annotations
 
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +25,12 @@ from integration_helpers import (
     Namespace,
     generated,
     model_deployment,
-    namespace_with_operator,
     pod_ready,
     small_model,
 )
 
 from cascade_api.constants import WORKER_PORT
-from cascade_dev.testing import DevCluster, wait_for
+from cascade_dev.testing import wait_for
 from cascade_protocol.materialize import MaterializedState
 from cascade_protocol.status import StartupStage, WorkerStatus
 
@@ -40,12 +38,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 MD = "recorded"
 ASK = {"request_id": "r", "prompt": "Hello state", "params": {"max_tokens": 10, "temperature": 0}}
-
-
-@pytest.fixture
-def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    with namespace_with_operator(dev_cluster, "cascade-materialize", tmp_path) as ns:
-        yield ns
 
 
 def host_copy_ready(ns: Namespace) -> str | None:

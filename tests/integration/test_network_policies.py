@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +22,6 @@ from integration_helpers import (
     Namespace,
     complete,
     container_pid,
-    namespace_with_operator,
     proc_status,
     process_tree,
 )
@@ -37,12 +34,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 MD = "guarded"
 POLICIES = [f"{MD}-gateway", f"{MD}-workers"]
-
-
-@pytest.fixture
-def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    with namespace_with_operator(dev_cluster, "cascade-netpol", tmp_path) as ns:
-        yield ns
 
 
 def policies(ns: Namespace) -> list[dict[str, Any]]:

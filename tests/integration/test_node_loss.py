@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from integration_helpers import Namespace, generated, namespace_with_operator
+from integration_helpers import Namespace, generated
 
 from cascade_api.constants import WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
@@ -26,12 +24,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.nod
 
 MD = "survivor"
 ASK = {"request_id": "n", "prompt": "Hello", "params": {"max_tokens": 4, "ignore_eos": True}}
-
-
-@pytest.fixture
-def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    with namespace_with_operator(dev_cluster, "cascade-nodeloss", tmp_path) as ns:
-        yield ns
 
 
 def node_ready(dev: DevCluster, node: str) -> bool:

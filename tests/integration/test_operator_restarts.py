@@ -13,15 +13,13 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from integration_helpers import Namespace, generated, namespace_with_operator
+from integration_helpers import Namespace, generated
 
 from cascade_api.constants import WORKER_PORT
-from cascade_dev.testing import DevCluster, wait_for
+from cascade_dev.testing import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900), pytest.mark.nodes(4)]
 
@@ -29,12 +27,6 @@ MD = "restarts"
 KILLS = 10
 SCALES = [4, 1, 3, 1, 4, 2, 1, 3, 1, 2]
 ASK = {"request_id": "r", "prompt": "Hello", "params": {"max_tokens": 3, "ignore_eos": True}}
-
-
-@pytest.fixture
-def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    with namespace_with_operator(dev_cluster, "cascade-restarts", tmp_path) as ns:
-        yield ns
 
 
 def scale(ns: Namespace, replicas: int) -> None:

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from integration_helpers import Namespace, generated, http, namespace_with_operator
+from integration_helpers import Namespace, generated, http
 
 from cascade_api.constants import PIPELINE_PORT, WORKER_PORT
-from cascade_dev.testing import DevCluster, wait_for
+from cascade_dev.testing import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -29,12 +28,6 @@ MD = "piped"
 PROMPTS = [[5, 9, 14, 200, 17, 3, 8], [90, 91, 92], [7], list(range(20, 60))]
 NEW_TOKENS = 24
 LONG_TOKENS = 400  # a request still generating when the head switches to local
-
-
-@pytest.fixture
-def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    with namespace_with_operator(dev_cluster, "cascade-pipe", tmp_path) as ns:
-        yield ns
 
 
 def body(prompt: list[int], max_tokens: int = NEW_TOKENS, rid: str = "") -> dict[str, Any]:

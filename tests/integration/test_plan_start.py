@@ -39,15 +39,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-from integration_helpers import Namespace, namespace_with_operator
+from integration_helpers import Namespace
 
-from cascade_dev.testing import DevCluster, wait_for
+from cascade_dev.testing import wait_for
 
 MD = "planstart"
 NEEDED_NODES = 6
@@ -75,17 +73,6 @@ def start_bound(answer_s: float, cores: float) -> float:
     and the cores the run had."""
     fixed = BOUND_S * max(1.0, REFERENCE_CORES / cores)
     return max(fixed, ANSWER_FACTOR * answer_s)
-
-
-@pytest.fixture
-def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    with namespace_with_operator(dev_cluster, "cascade-start", tmp_path) as ns:
-        try:
-            yield ns
-        finally:
-            log = tmp_path / "operator.log"
-            if log.exists():
-                print(log.read_text()[-3000:])
 
 
 def plans(ns: Namespace) -> list[dict[str, Any]]:

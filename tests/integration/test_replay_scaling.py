@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import aiohttp
 import pytest
-from integration_helpers import Namespace, namespace_with_operator
+from integration_helpers import Namespace
 
 from cascade_dev.testing import DevCluster, wait_for
 
@@ -27,12 +25,6 @@ REQUESTS = 1000
 IN_FLIGHT = 24
 MAX_TOKENS = 32
 PROMPTS = ["Hello", "The quick brown fox jumps over the lazy dog. " * 4, "Once upon a time " * 12]
-
-
-@pytest.fixture
-def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    with namespace_with_operator(dev_cluster, "cascade-replay", tmp_path) as ns:
-        yield ns
 
 
 async def replay(url: str, ns: Namespace) -> tuple[list[str], int, int]:

@@ -17,17 +17,23 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 import yaml
-from integration_helpers import BIN, Namespace, complete, model_deployment, namespace_with_operator
+from integration_helpers import BIN, Namespace, complete, model_deployment
 
 from cascade_cli.top import READ_TIMEOUT_S
 from cascade_dev.testing import DevCluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.nodes(3)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(600),
+    pytest.mark.nodes(3),
+    pytest.mark.skipif(
+        shutil.which("tmux") is None, reason="needs tmux (hack/setup.sh installs it)"
+    ),
+]
 
 MD = "topview"
 WIDTH, HEIGHT = 160, 40
@@ -95,14 +101,6 @@ def progress_bar(text: str) -> bool:
     """A target's bar under SCALEPLANS IN FLIGHT."""
     _, _, plans = text.partition("SCALEPLANS IN FLIGHT")
     return bool(re.search(r"^  \S+\s+\[[█░]{20}\]", plans.split("RECENT")[0], re.MULTILINE))
-
-
-@pytest.fixture
-def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    if shutil.which("tmux") is None:
-        pytest.skip("needs tmux (hack/setup.sh installs it)")
-    with namespace_with_operator(dev_cluster, "cascade-top", tmp_path) as ns:
-        yield ns
 
 
 def test_top_shows_a_scale_up_as_it_happens_and_quits_on_q(

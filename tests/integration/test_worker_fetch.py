@@ -10,25 +10,18 @@ and block checksums, and once serving again generate pod 0's greedy tokens.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from integration_helpers import Namespace, generated, http, namespace_with_operator, small_model
+from integration_helpers import Namespace, generated, http, small_model
 
 from cascade_api.constants import WORKER_PORT
-from cascade_dev.testing import DevCluster, wait_for
+from cascade_dev.testing import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 MD = "fetcher"
-
-
-@pytest.fixture
-def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[Namespace]:
-    with namespace_with_operator(dev_cluster, "cascade-fetch", tmp_path) as ns:
-        yield ns
 
 
 def test_pod_fetches_model_from_peer_pod(cluster: Namespace, tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import pytest
 from engine_harness import PROMPTS, drain, greedy, request, token_ids
 
 from cascade_worker.blocks.store import BlockStore
@@ -24,23 +23,12 @@ from cascade_worker.pipeline.executor import PipelineExecutor
 from cascade_worker.pipeline.head import head_engine
 from cascade_worker.pipeline.loop import shared_loop
 from cascade_worker.pipeline.server import StageServer
-from cascade_worker.transport.env import stop_notifier
 
 LAYERS = 4
 NEW_TOKENS = 20
 # Small enough that the longest prompt is prefilled in chunks, mixed with decodes.
 ENGINE = {"max_batch": 8, "max_model_len": 128, "prefill_budget": 12}
 PROMPT_IDS = [[5, 9, 14, 200, 17, 3, 8, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 7]]
-
-
-def ucx_notifier(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Let ucxx's notifier thread wake the one pipeline loop instead of every loop
-    polling UCX (several times faster on two cores), as the stage processes do. For
-    `ucx` tests only: they run in an interpreter of their own (conftest.py), and this
-    must not leak into a parent whose other UCX tests use several loops."""
-    monkeypatch.setenv("UCXPY_ENABLE_PYTHON_FUTURE", "1")
-    yield
-    stop_notifier()
 
 
 def add_requests(engine: LLMEngine, max_tokens: int = NEW_TOKENS) -> list[str]:

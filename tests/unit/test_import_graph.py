@@ -108,3 +108,14 @@ def test_packages_do_not_depend_on_each_other_in_a_cycle(graph: grimp.ImportGrap
         for c in cycles
     ]
     assert not cycles, "root packages in a cycle:\n  " + "\n  ".join(report)
+
+
+WORKER_ROOT_MODULES = 6  # __init__, main and the few modules every layer may use
+
+
+def test_the_worker_root_shows_its_layers_not_a_heap_of_modules() -> None:
+    """The worker's modules live in its layer packages (contract `worker-layers`); its
+    root keeps the entry point and what sits beside every layer (config, timeline, ...)."""
+    root = _component_folders()["cascade_worker"] / "cascade_worker"
+    modules = sorted(p.name for p in root.glob("*.py"))
+    assert len(modules) <= WORKER_ROOT_MODULES, modules

@@ -11,7 +11,7 @@ import pytest
 from operator_fixtures import MODEL_URI, NOW, REF, FakeCluster, FakeWorkers, md, pod
 
 from cascade_api import constants as c
-from cascade_autoscaler.policy_types import Roles
+from cascade_autoscaler.policy_types import AutoscaleSpec, Roles
 from cascade_operator.autoscale import observe
 from cascade_operator.autoscale.roles import relabel
 from cascade_operator.autoscale.tick import Autoscaler
@@ -154,10 +154,10 @@ def test_instance_throughput_is_the_peak_seen_so_far() -> None:
 
 
 def test_spec_maps_theta_unset_to_auto() -> None:
-    spec = observe.autoscale_spec(md(scaling={"minReplicas": 0, "maxReplicas": 4}))
+    spec = AutoscaleSpec.of(md(scaling={"minReplicas": 0, "maxReplicas": 4}))
     assert (spec.theta, spec.delta, spec.min_replicas, spec.max_replicas) == ("auto", 0.1, 0, 4)
     fixed = md(scaling={"maxReplicas": 4, "interactiveBackpressure": {"target": 0.6}})
-    assert observe.autoscale_spec(fixed).theta == 0.6
+    assert AutoscaleSpec.of(fixed).theta == 0.6
 
 
 # Roles.

@@ -8,7 +8,6 @@ their prefill got. Every request generates exactly the greedy tokens of one proc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from pipeline_harness import (
     PROMPT_IDS,
     reference_tokens,
     stage_servers,
-    ucx_notifier,
 )
 
 from cascade_worker.blocks.store import BlockStore
@@ -30,12 +28,7 @@ from cascade_worker.pipeline.cooperative import CooperativeExecutor
 from cascade_worker.pipeline.head import head_engine
 from cascade_worker.pipeline.splits import SplitPolicy
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx]
-
-
-@pytest.fixture(autouse=True)
-def _one_ucx_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    yield from ucx_notifier(monkeypatch)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx, pytest.mark.usefixtures("one_ucx_loop")]
 
 
 @pytest.mark.parametrize("policy", ["zigzag", "best_effort"])

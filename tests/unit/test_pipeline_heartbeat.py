@@ -12,13 +12,12 @@ the dead head: its connection stays open) loses the session.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 from engine_harness import make_model
-from pipeline_harness import ucx_notifier
 
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
@@ -29,14 +28,9 @@ from cascade_worker.pipeline.frames import model_fingerprint
 from cascade_worker.pipeline.loop import shared_loop
 from cascade_worker.pipeline.server import StageServer
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx]
+pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx, pytest.mark.usefixtures("one_ucx_loop")]
 
 SILENCE_S = 0.8
-
-
-@pytest.fixture(autouse=True)
-def _one_ucx_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    yield from ucx_notifier(monkeypatch)
 
 
 def until(check: Callable[[], bool], timeout: float) -> bool:

@@ -10,7 +10,6 @@ fails fails its requests, each with the stage's name.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,6 @@ from pipeline_harness import (
     reference_tokens,
     run_to_end,
     stage_servers,
-    ucx_notifier,
 )
 
 from cascade_protocol.generate import FinishReason
@@ -33,12 +31,7 @@ from cascade_worker.engine.stage import StageModel
 from cascade_worker.pipeline.executor import PipelineError
 from cascade_worker.pipeline.head import head_engine
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx]
-
-
-@pytest.fixture(autouse=True)
-def _one_ucx_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    yield from ucx_notifier(monkeypatch)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx, pytest.mark.usefixtures("one_ucx_loop")]
 
 
 def test_pipelines_of_one_to_four_stages_match_one_process(tmp_path: Path) -> None:

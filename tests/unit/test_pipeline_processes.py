@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,19 +24,13 @@ from pipeline_harness import (
     run_to_end,
     start_stage_processes,
     stop,
-    ucx_notifier,
 )
 
 from cascade_protocol.generate import FinishReason
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.pipeline.head import head_engine
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx]
-
-
-@pytest.fixture(autouse=True)
-def _one_ucx_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    yield from ucx_notifier(monkeypatch)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx, pytest.mark.usefixtures("one_ucx_loop")]
 
 
 STAGES = [(1, 3), (3, 4)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,6 @@ import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 from engine_harness import make_model
-from pipeline_harness import ucx_notifier
 
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.config import WorkerConfig
@@ -32,16 +31,11 @@ from cascade_worker.main import build_app
 from cascade_worker.serving.api import SERVING_KEY
 from cascade_worker.serving.service import Serving
 
-pytestmark = [pytest.mark.ucx, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.ucx, pytest.mark.timeout(120), pytest.mark.usefixtures("one_ucx_loop")]
 
 PROMPTS = [[5, 9, 14, 200, 17, 3, 8], [90, 91, 92], [7], list(range(20, 50))]
 NEW_TOKENS = 120  # long enough that a switch lands mid-generation
 BLOCKS = 4  # one layer per block: partial stores are easy to make
-
-
-@pytest.fixture(autouse=True)
-def _one_ucx_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    yield from ucx_notifier(monkeypatch)
 
 
 @pytest.fixture

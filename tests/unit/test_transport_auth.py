@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from engine_harness import make_model
 from multicast_harness import FAST, run_plan
-from pipeline_harness import ENGINE, reference_tokens, run_to_end, ucx_notifier
+from pipeline_harness import ENGINE, reference_tokens, run_to_end
 
 from cascade_protocol.peer_auth import MULTICAST, PIPELINE, PeerKey, new_token, prove
 from cascade_worker.access import peer_key
@@ -79,12 +78,7 @@ def test_strangers_are_refused_and_the_members_transfer_completes() -> None:
     assert REFUSED.total(MULTICAST) - before == 4
 
 
-@pytest.fixture
-def _one_ucx_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    yield from ucx_notifier(monkeypatch)
-
-
-@pytest.mark.usefixtures("_one_ucx_loop")
+@pytest.mark.usefixtures("one_ucx_loop")
 def test_a_head_without_the_token_cannot_attach_to_a_stage(tmp_path: Path) -> None:
     store = BlockStore.from_model_dir(make_model(tmp_path / "m"), 1)
     config = ModelConfig.from_hf(store.manifest.config)

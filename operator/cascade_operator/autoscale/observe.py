@@ -41,21 +41,6 @@ DEFAULT_INSTANCE_TOKENS_PER_S = 100.0
 DEFAULT_TIME_TO_READY_S = 60.0
 
 
-def autoscale_spec(spec: ModelDeploymentSpec) -> AutoscaleSpec:
-    """The policy's view of spec.scaling (called only when Cascade owns replicas)."""
-    sc = spec.scaling
-    ibp = sc.interactive_backpressure
-    return AutoscaleSpec(
-        min_replicas=sc.min_replicas,
-        max_replicas=max(1, sc.upper),
-        behavior=sc.behavior,
-        theta=ibp.target if ibp.target is not None else "auto",
-        delta=ibp.tolerance,
-        keep_alive_s=float(sc.keep_alive_seconds),
-        owner="cascade",
-    )
-
-
 def alive(pods: Sequence[PodView]) -> list[PodView]:
     """Pods that count as instances: not on their way out, not failed."""
     return [p for p in pods if not p.terminating and not p.failed]
@@ -183,7 +168,7 @@ def context(
     f = fleet(spec.replicas, pods, wall)
     return AutoscaleContext(
         now=now,
-        spec=autoscale_spec(spec),
+        spec=AutoscaleSpec.of(spec),
         fleet=f,
         load=load(loads, now, spec.engine.max_batch_size),
         batch=batch_context(loads, f, now, tokens_per_s),
