@@ -56,6 +56,19 @@ class ConditionStatus(StrEnum):
     UNKNOWN = "Unknown"
 
 
+class ConditionType(StrEnum):
+    """The condition types a ModelDeployment's status carries: the Deployment's three,
+    `Planned` (the weight-moving half) and the HorizontalPodAutoscaler's three."""
+
+    AVAILABLE = "Available"
+    PROGRESSING = "Progressing"
+    DEGRADED = "Degraded"
+    PLANNED = "Planned"
+    ABLE_TO_SCALE = "AbleToScale"
+    SCALING_ACTIVE = "ScalingActive"
+    SCALING_LIMITED = "ScalingLimited"
+
+
 class Condition(ApiModel):
     """A standard Kubernetes condition (metav1.Condition shape)."""
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cascade_api.base import Condition, ConditionStatus
+from cascade_api.base import Condition, ConditionStatus, ConditionType
 from cascade_api.invariants import Violation
 from cascade_api.modeldeployment import InstancePhase, ModelDeploymentSpec
-from cascade_operator.events import AVAILABLE, DEGRADED, PROGRESSING
 from cascade_operator.observed import GatewayView, PodView
 
 
-def condition(type_: str, ok: bool, reason: str, message: str, generation: int) -> Condition:
+def condition(
+    type_: ConditionType, ok: bool, reason: str, message: str, generation: int
+) -> Condition:
     status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
     return Condition(
         type=type_, status=status, reason=reason, message=message, observed_generation=generation
@@ -40,17 +41,23 @@ def available(
     """Enough instances serve (min(replicas, max(1, minReplicas))) and the gateway is up."""
     if spec is None:
         message = f"{ready} instance(s) ready; spec not accepted"
-        return condition(AVAILABLE, ready > 0, "InvalidSpec", message, generation)
+        return condition(ConditionType.AVAILABLE, ready > 0, "InvalidSpec", message, generation)
     if spec.replicas == 0:
-        return condition(AVAILABLE, False, "ScaledToZero", "spec.replicas is 0", generation)
+        return condition(
+            ConditionType.AVAILABLE, False, "ScaledToZero", "spec.replicas is 0", generation
+        )
     needed = min(spec.replicas, max(1, spec.scaling.min_replicas))
     gateway_ok = gateway.available_replicas > 0
     message = f"{ready}/{spec.replicas} instances ready (need {needed}); gateway " + (
         "ready" if gateway_ok else "not ready"
     )
     if ready >= needed and gateway_ok:
-        return condition(AVAILABLE, True, "MinimumReplicasAvailable", message, generation)
-    return condition(AVAILABLE, False, "MinimumReplicasUnavailable", message, generation)
+        return condition(
+            ConditionType.AVAILABLE, True, "MinimumReplicasAvailable", message, generation
+        )
+    return condition(
+        ConditionType.AVAILABLE, False, "MinimumReplicasUnavailable", message, generation
+    )
 
 
 def progressing(
@@ -59,7 +66,7 @@ def progressing(
     """True while the instances converge on the spec, with what holds them up."""
 
     def cond(ok: bool, reason: str, message: str) -> Condition:
-        return condition(PROGRESSING, ok, reason, message, generation)
+        return condition(ConditionType.PROGRESSING, ok, reason, message, generation)
 
     if spec is None:
         return cond(False, "InvalidSpec", "waiting for a valid spec")
@@ -90,14 +97,14 @@ def degraded(
     call or the pods."""
     if problems:
         message = "; ".join(p.message for p in problems)
-        return condition(DEGRADED, True, "InvalidSpec", message, generation)
+        return condition(ConditionType.DEGRADED, True, "InvalidSpec", message, generation)
     if failures:
         message = "; ".join(f"{pod}: {why}" for pod, why in sorted(failures.items()))
-        return condition(DEGRADED, True, "WorkerJobFailed", message, generation)
+        return condition(ConditionType.DEGRADED, True, "WorkerJobFailed", message, generation)
     if refused:
-        return condition(DEGRADED, True, "APIRefused", refused, generation)
+        return condition(ConditionType.DEGRADED, True, "APIRefused", refused, generation)
     failing = [p.name for p in alive if p.failed]
     if failing:
         message = "failing instances: " + ", ".join(failing)
-        return condition(DEGRADED, True, "InstancesFailing", message, generation)
-    return condition(DEGRADED, False, "AsExpected", "no problems", generation)
+        return condition(ConditionType.DEGRADED, True, "InstancesFailing", message, generation)
+    return condition(ConditionType.DEGRADED, False, "AsExpected", "no problems", generation)

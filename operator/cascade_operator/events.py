@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cascade_api.base import Condition, ConditionStatus
+from cascade_api.base import Condition, ConditionStatus, ConditionType
 
-AVAILABLE, PROGRESSING, DEGRADED, PLANNED = "Available", "Progressing", "Degraded", "Planned"
-ABLE_TO_SCALE, SCALING_ACTIVE, SCALING_LIMITED = "AbleToScale", "ScalingActive", "ScalingLimited"
 # Conditions whose good-news transitions are not worth an event: the weight-moving
 # lifecycle tells its steps with ScalePlan events already.
-QUIET_WHEN_OK = frozenset({PLANNED})
+QUIET_WHEN_OK = frozenset({ConditionType.PLANNED})
 # Conditions never told by transition: the autoscaler's HPA-style conditions move with
 # load; like the HPA, the autoscaler tells each rescale instead (SuccessfulRescale).
-QUIET = frozenset({ABLE_TO_SCALE, SCALING_ACTIVE, SCALING_LIMITED})
+QUIET = frozenset(
+    {ConditionType.ABLE_TO_SCALE, ConditionType.SCALING_ACTIVE, ConditionType.SCALING_LIMITED}
+)
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,11 @@ class EventNote:
 def is_bad_news(old: Condition | None, new: Condition) -> bool:
     """Availability lost, degradation, an instance that cannot be placed, no plan."""
     false, true = ConditionStatus.FALSE, ConditionStatus.TRUE
-    lost = new.type == AVAILABLE and old is not None and old.status == true
+    lost = new.type == ConditionType.AVAILABLE and old is not None and old.status == true
     return (
         (lost and new.status == false)
-        or (new.type == DEGRADED and new.status == true)
-        or (new.type == PLANNED and new.status == false)
+        or (new.type == ConditionType.DEGRADED and new.status == true)
+        or (new.type == ConditionType.PLANNED and new.status == false)
         or new.reason == "Unschedulable"
     )
 

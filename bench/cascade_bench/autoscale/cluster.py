@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_api import constants as c
+from cascade_api.base import ConditionType
 from cascade_bench.autoscale.manifest import md_name
 from cascade_bench.autoscale.timeline import Sample
 from cascade_bench.capacity.cluster import _apply_crds
@@ -195,7 +196,7 @@ class Bench:
             c.GROUP, c.VERSION, self.ns, c.MD_PLURAL, md_name(run)
         )
         for cond in md.get("status", {}).get("conditions", []):
-            if cond.get("type") == "Degraded" and cond.get("status") == "True":
+            if cond.get("type") == ConditionType.DEGRADED and cond.get("status") == "True":
                 return f"; Degraded: {cond.get('message', '')}"
         return ""
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cascade_api.base import Condition
+from cascade_api.base import Condition, ConditionType
 from cascade_api.scaling import AutoscalerOwner, AutoscalerStatus, RoleCounts
 from cascade_autoscaler.policy_types import Condition as PolicyCondition
 from cascade_autoscaler.policy_types import Recommendation
 from cascade_operator.conditions import condition
-from cascade_operator.events import ABLE_TO_SCALE, SCALING_ACTIVE, SCALING_LIMITED, EventNote
+from cascade_operator.events import EventNote
 from cascade_operator.status import ScalingShown
 
 OWNED_EXTERNALLY = "OwnedExternally"
@@ -38,8 +38,12 @@ def external(generation: int) -> AutoscaleFacts:
     return AutoscaleFacts(
         ScalingShown(
             status=AutoscalerStatus(owner=AutoscalerOwner.EXTERNAL, reason=message),
-            conditions=[condition(SCALING_ACTIVE, False, OWNED_EXTERNALLY, message, generation)],
-            removed=frozenset({ABLE_TO_SCALE, SCALING_LIMITED}),
+            conditions=[
+                condition(
+                    ConditionType.SCALING_ACTIVE, False, OWNED_EXTERNALLY, message, generation
+                )
+            ],
+            removed=frozenset({ConditionType.ABLE_TO_SCALE, ConditionType.SCALING_LIMITED}),
         )
     )
 
@@ -60,7 +64,7 @@ def facts(
     written: int | None,
     before: int,
 ) -> AutoscaleFacts:
-    def cond(type_: str, c: PolicyCondition) -> Condition:
+    def cond(type_: ConditionType, c: PolicyCondition) -> Condition:
         return condition(type_, c.status, str(c.reason), rec.reason, generation)
 
     roles = rec.roles
@@ -77,8 +81,8 @@ def facts(
         message = f"New size: {written} (was {before}); reason: {rec.reason}"
         events.append(EventNote("Normal", "SuccessfulRescale", message))
     conditions = [
-        cond(ABLE_TO_SCALE, rec.able_to_scale),
-        cond(SCALING_ACTIVE, rec.scaling_active),
-        cond(SCALING_LIMITED, rec.scaling_limited),
+        cond(ConditionType.ABLE_TO_SCALE, rec.able_to_scale),
+        cond(ConditionType.SCALING_ACTIVE, rec.scaling_active),
+        cond(ConditionType.SCALING_LIMITED, rec.scaling_limited),
     ]
     return AutoscaleFacts(ScalingShown(status, conditions), events, written, rec)

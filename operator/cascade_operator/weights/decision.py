@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cascade_api.base import Condition, ConditionStatus
+from cascade_api.base import Condition, ConditionStatus, ConditionType
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_api.scaleplan import Block
-from cascade_operator.events import PLANNED, EventNote
+from cascade_operator.events import EventNote
 from cascade_operator.observed import MdRef
 from cascade_operator.weights.orders import LoadOrder, ServeOrder, TransferOrder
 from cascade_operator.weights.plans import PlanView
@@ -60,7 +60,7 @@ def planned(inp: PlansInput, out: PlanDecision, ok: bool, reason: str, message: 
     """Set the deployment's Planned condition in `out`."""
     status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
     out.condition = Condition(
-        type=PLANNED,
+        type=ConditionType.PLANNED,
         status=status,
         reason=reason,
         message=message,
