@@ -21,12 +21,6 @@ MAX_RETRY_S = 16.0
 SHOWN_AFTER = 3  # a retryable refusal this many times in a row is shown as Degraded
 
 
-def retryable(status: int) -> bool:
-    """409 (a conflict: re-read and try again), 429 (throttled) and 5xx (the server's
-    trouble, e.g. etcd timing out) pass; the rest is the request's fault."""
-    return status in (409, 429) or status >= 500
-
-
 @dataclass(frozen=True)
 class Refusal:
     """One refused call of a reconcile: what it tried and what the API server said."""
@@ -37,7 +31,9 @@ class Refusal:
 
     @property
     def retryable(self) -> bool:
-        return retryable(self.status)
+        """409 (a conflict: re-read and try again), 429 (throttled) and 5xx (the server's
+        trouble, e.g. etcd timing out); the rest is the request's fault."""
+        return self.status in (409, 429) or self.status >= 500
 
     def describe(self) -> str:
         return f"{self.action}: {self.status} {self.message}"
@@ -62,8 +58,7 @@ class Retries:
     def ended(self, key: tuple[str, str], refusals: Sequence[Refusal], now: float) -> int:
         """Record how a reconcile ended; returns the attempts so far (0: it went through)."""
         if not any(r.retryable for r in refusals):
-            self.attempts.pop(key, None)
-            self.due_at.pop(key, None)
+            self.forget(key)
             return 0
         n = self.attempts.get(key, 0) + 1
         self.attempts[key] = n
