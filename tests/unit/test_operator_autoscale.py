@@ -368,3 +368,24 @@ def test_kubectl_scale_down_removes_the_least_loaded_pods() -> None:
     body["metadata"]["generation"] = 2
     controller.reconcile(REF.namespace, REF.name)
     assert worker_pods(cluster) == ["llama-0", "llama-2"]
+
+
+def test_a_tick_that_scales_down_picks_its_victims_from_its_own_gateway_read() -> None:
+    scaling = {
+        "minReplicas": 1,
+        "maxReplicas": 4,
+        "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}},
+    }
+    controller, cluster, gateways, clock = world(3, scaling)
+    controller.reconcile(REF.namespace, REF.name)
+    assert worker_pods(cluster) == ["llama-0", "llama-1", "llama-2"]
+    # One request in flight on llama-2 only: the policy wants one instance, and the
+    # pods to give up are the two idle ones, as the tick's read of the gateway says.
+    gateways.report = gateway(
+        [backend("llama-0", M, 0), backend("llama-1", M, 0), backend("llama-2", M, 1)]
+    )
+    clock.t += 30
+    tick(controller, cluster)
+    assert cluster.scale_writes == [1]
+    assert worker_pods(cluster) == ["llama-2"]
+    assert gateways.asked == 1  # the scale-down did not ask the gateways again

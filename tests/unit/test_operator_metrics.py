@@ -64,7 +64,7 @@ def test_a_reconcile_that_raises_is_counted_as_an_error(monkeypatch: pytest.Monk
     def broken(*_: object) -> None:
         raise RuntimeError("API went away")
 
-    monkeypatch.setattr(controller, "_authorize", broken)
+    monkeypatch.setattr(controller.observer, "_authorize", broken)
     with pytest.raises(RuntimeError):
         reconcile(controller)
     assert value(controller.metrics, "cascade_operator_reconcile_errors_total") == 1.0

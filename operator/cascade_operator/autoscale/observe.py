@@ -140,6 +140,16 @@ def arrivals(loads: Sequence[GatewayLoad], time_to_ready_s: float) -> Arrivals:
     return Arrivals(tuple(counts), loads[0].demand.arrival_interval_s, time_to_ready_s)
 
 
+def in_flight(loads: Sequence[GatewayLoad]) -> dict[str, int]:
+    """Requests in flight per worker pod, summed over the gateways that count them."""
+    counts: dict[str, int] = {}
+    for load in loads:
+        for b in load.backends:
+            if b.pod:
+                counts[b.pod] = counts.get(b.pod, 0) + b.in_flight
+    return counts
+
+
 def peak_tokens_per_s(loads: Sequence[GatewayLoad], previous: float | None) -> float:
     """The highest per-instance throughput seen so far (Algorithm 2's Θ)."""
     seen = [b.tokens_per_s for g in loads for b in g.backends]

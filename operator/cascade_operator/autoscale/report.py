@@ -22,11 +22,11 @@ OWNED_EXTERNALLY = "OwnedExternally"
 
 @dataclass(frozen=True)
 class AutoscaleFacts:
-    """One tick's outcome: what the status shows, what to tell, what was written."""
+    """What a tick reports: what the status shows, what to tell (the write itself is
+    the tick's `Tick.scaled_to`)."""
 
     shown: ScalingShown
     events: list[EventNote] = field(default_factory=list)
-    replicas: int | None = None  # spec.replicas written this tick
     recommendation: Recommendation | None = None  # this tick's (None: not a Cascade tick)
 
 
@@ -85,4 +85,4 @@ def facts(
         cond(ConditionType.SCALING_ACTIVE, rec.scaling_active),
         cond(ConditionType.SCALING_LIMITED, rec.scaling_limited),
     ]
-    return AutoscaleFacts(ScalingShown(status, conditions), events, written, rec)
+    return AutoscaleFacts(ScalingShown(status, conditions), events, rec)

@@ -7,7 +7,9 @@ autoscaler's own timer, never on every watch event, so a status write it causes 
 make the next tick; other reconciles reuse the last tick's facts for the status.
 
 One writer: only with owner Cascade is spec.replicas written (through /scale, as an HPA
-does), and the new count is handed back so this very reconcile creates the pods.
+does), and the new count is handed back (`Tick.scaled_to`) so this very reconcile creates
+the pods; so are the gateways' per-pod loads, so that a scale-down in the same reconcile
+picks its victims from them instead of asking the gateways again.
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ from cascade_operator.clients.kube import Cluster
 from cascade_operator.observed import MdRef, PodView
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One tick: what it reports, what it wrote, what the gateways said."""
+
+    facts: AutoscaleFacts
+    scaled_to: int | None = None  # spec.replicas written this tick
+    in_flight: dict[str, int] | None = None  # per pod, at this tick; None: not read
 
 
 @dataclass
@@ -64,14 +75,14 @@ class Autoscaler:
         if memory is None or memory.facts is None:
             return report.waiting()
         # told and counted once, at the tick
-        return replace(memory.facts, events=[], replicas=None, recommendation=None)
+        return replace(memory.facts, events=[], recommendation=None)
 
     def tick(
         self, ref: MdRef, spec: ModelDeploymentSpec, pods: Sequence[PodView], generation: int
-    ) -> AutoscaleFacts:
+    ) -> Tick:
         if spec.scaling.owner == AutoscalerOwner.EXTERNAL:
             self.forget(ref)
-            return report.external(generation)
+            return Tick(report.external(generation))
         memory = self._memory.setdefault((ref.namespace, ref.name), _Memory())
         now = self.clock()
         loads = self.gateways.loads(self._gateway_ips(ref))
@@ -101,16 +112,12 @@ class Autoscaler:
             written=written,
             before=spec.replicas,
         )
-        return memory.facts
+        return Tick(memory.facts, written, observe.in_flight(loads))
 
     def in_flight(self, ref: MdRef) -> dict[str, int]:
-        """Requests in flight per worker pod, as the gateways count them (scale-down)."""
-        counts: dict[str, int] = {}
-        for load in self.gateways.loads(self._gateway_ips(ref)):
-            for b in load.backends:
-                if b.pod:
-                    counts[b.pod] = counts.get(b.pod, 0) + b.in_flight
-        return counts
+        """Requests in flight per worker pod, as the gateways count them now (a scale-down
+        outside a tick: someone else lowered spec.replicas)."""
+        return observe.in_flight(self.gateways.loads(self._gateway_ips(ref)))
 
     def _gateway_ips(self, ref: MdRef) -> list[str]:
         selector = builders.component_selector(ref.name, c.COMPONENT_GATEWAY)
