@@ -164,11 +164,14 @@ class DevCluster:
             time.sleep(1.0)
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 120.0) -> None:
-    """Poll `check` every half second until it holds; fail naming `what` on timeout."""
+def wait_for(
+    what: str, check: Callable[[], bool], timeout: float = 120.0, every: float = 0.5
+) -> None:
+    """Poll `check` every `every` seconds until it holds; fail naming `what` on timeout.
+    The one synchronous poll of the tests (tests/unit/waiting.py has the async one)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return
-        time.sleep(0.5)
+        time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
