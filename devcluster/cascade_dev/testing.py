@@ -175,3 +175,15 @@ def wait_for(
             return
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def holds_for(what: str, check: Callable[[], bool], seconds: float, every: float = 0.5) -> None:
+    """Assert `check` at every poll for `seconds`: a state that must stay, not a sleep
+    and one look (a flap in between fails too)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if not check():
+            raise AssertionError(f"{what} no longer held")
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(every)

@@ -168,10 +168,18 @@ class Namespace:
     def md_status(self, md: str) -> dict[str, Any]:
         return dict(json.loads(self.kubectl("get", "md", md, "-o", "json")).get("status") or {})
 
+    def apply(self, manifest: dict[str, Any], *flags: str) -> None:
+        """kubectl apply one manifest in this namespace (`flags`: e.g. --validate=false)."""
+        self.kubectl("apply", *flags, "-f", "-", stdin=yaml.safe_dump(manifest))
+
     def apply_model(self, name: str, replicas: int, model: Path = EXAMPLE_MODEL) -> None:
         """kubectl apply a ModelDeployment of the checkpoint at `model` (file:// URI)."""
-        md = model_deployment(name, replicas, model=model)
-        self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
+        self.apply(model_deployment(name, replicas, model=model))
+
+    def wait_ready(self, md: str, n: int, timeout: float = 240, what: str = "") -> None:
+        """Wait until `md` has exactly `n` Ready worker pods; fail naming `what`."""
+        what = what or f"{n} instance{'s' if n != 1 else ''} of {md} Ready"
+        wait_for(what, lambda: len(self.ready_pods(md)) == n, timeout=timeout)
 
     def available(self, md: str) -> bool:
         doc = json.loads(self.kubectl("get", "md", md, "-o", "json"))
@@ -273,9 +281,8 @@ def real_model_served(
     model = ensure_real_model()
     with namespace_with_operator(dev, f"cascade-{md}", log_dir) as ns:
         manifest = model_deployment(md, replicas, model=model)
-        ns.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(manifest))
-        wait_for(f"{replicas} ready workers", lambda: len(ns.ready_pods(md)) == replicas,
-                 timeout=timeout)  # fmt: skip
+        ns.apply(manifest, "--validate=false")
+        ns.wait_ready(md, replicas, timeout)
         yield ns, dev.url(f"{ns.ns}/{md}-gateway")
 
 

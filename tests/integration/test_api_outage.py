@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from integration_helpers import Namespace, complete, model_deployment, namespace_with_operator
 
 from cascade_dev.testing import DevCluster, wait_for
@@ -77,8 +76,8 @@ def test_serving_goes_on_through_an_api_outage_and_the_plan_completes_once(
     ns = cluster
     # 3 Mbit/s per sender: the example model's plan runs ~20 s.
     md = model_deployment(MD, 1, multicast={"rateMbit": 3})
-    ns.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
-    wait_for("1 instance Ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)
+    ns.apply(md)
+    ns.wait_ready(MD, 1)
     gateway = dev_cluster.url(f"{ns.ns}/{MD}-gateway")
     wait_for("the gateway serves", lambda: complete(gateway, MD), timeout=120)
     ns.kubectl("scale", "md", MD, "--replicas=3")
@@ -100,7 +99,7 @@ def test_serving_goes_on_through_an_api_outage_and_the_plan_completes_once(
         dev_cluster.resume()
     print(f"API server down {OUTAGE_S:.0f} s: {served} requests served, {failed} failed")
     assert failed == 0 and served >= OUTAGE_S / 2
-    wait_for("3 instances Ready", lambda: len(ns.ready_pods(MD)) == 3, timeout=300)
+    ns.wait_ready(MD, 3, 300)
     wait_for(
         "the plans done",
         lambda: all(

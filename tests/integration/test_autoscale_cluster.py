@@ -18,7 +18,6 @@ from typing import Any
 
 import openai
 import pytest
-import yaml
 from integration_helpers import Namespace, model_deployment, namespace_with_operator
 
 from cascade_dev.testing import DevCluster, wait_for
@@ -47,7 +46,7 @@ def at_zero(
     with namespace_with_operator(
         dev_cluster, "cascade-zero", tmp_path_factory.mktemp("zero")
     ) as ns:
-        ns.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest()))
+        ns.apply(manifest())
         wait_for("the gateway up", lambda: gateway_ready(ns), timeout=180)
         yield ns
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from integration_helpers import (
     Namespace,
     generated,
@@ -61,8 +60,8 @@ def test_host_copies_serve_scale_from_zero_and_survive_losses(
     ns = cluster
     model = small_model()
     manifest = model_deployment(MD, 1, model=model, hostCopies=2, scaling={"minReplicas": 0})
-    ns.kubectl("apply", "--validate=false", "-f", "-", stdin=yaml.safe_dump(manifest))
-    wait_for("1 instance Ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)
+    ns.apply(manifest, "--validate=false")
+    ns.wait_ready(MD, 1)
     wait_for("2 host copies Ready", lambda: copies_ready(ns, 2), timeout=240)
     nodes = {p["spec"]["nodeName"] for p in ns.host_copies(MD)}
     assert len(nodes) == 2, "host copies share a node"
@@ -80,7 +79,7 @@ def test_host_copies_serve_scale_from_zero_and_survive_losses(
     assert len({h["bytesHeld"] for h in shown}) == 1 and shown[0]["bytesHeld"] > 0
 
     scale(ns, 1)
-    wait_for("1 instance Ready from a host copy", lambda: len(ns.ready_pods(MD)) == 1, 240)
+    ns.wait_ready(MD, 1, 240, "1 instance Ready from a host copy")
     (pod,) = ns.ready_pods(MD)
     name = pod["metadata"]["name"]
     assert pod["metadata"]["annotations"]["cascade.dev/start"] == "await"
@@ -109,5 +108,5 @@ def test_host_copies_serve_scale_from_zero_and_survive_losses(
     ns.kubectl("delete", "pod", only["metadata"]["name"], "--wait=false")
     wait_for("the only host copy re-created", lambda: copies_ready(ns, 1), timeout=240)
     scale(ns, 1)
-    wait_for("1 instance Ready again", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)
+    ns.wait_ready(MD, 1, 240, "1 instance Ready again")
     assert tokens(ns) == before

@@ -109,4 +109,4 @@ def test_streams_on_a_stopped_worker_finish_elsewhere_with_unchanged_outputs(
     )
     assert [t for t, _ in results] == reference
     assert max(gaps) <= STALL_S + 4.0
-    wait_for("the worker serves again", lambda: len(ns.ready_pods(MD)) == REPLICAS, timeout=60)
+    ns.wait_ready(MD, REPLICAS, 60, "the worker serves again")

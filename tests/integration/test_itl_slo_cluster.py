@@ -39,7 +39,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-import yaml
 from integration_helpers import (
     Namespace,
     auth_headers,
@@ -105,8 +104,8 @@ def deployed(
     dev_cluster: DevCluster, node_quota: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Namespace]:
     with namespace_with_operator(dev_cluster, "cascade-itl", tmp_path_factory.mktemp("itl")) as ns:
-        ns.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest()))
-        wait_for("the worker ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=300)
+        ns.apply(manifest())
+        ns.wait_ready(MD, 1, 300, "the worker ready")
         wait_for("the gateway up", lambda: gateway_ready(ns), timeout=180)
         yield ns
 

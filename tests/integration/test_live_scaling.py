@@ -90,7 +90,7 @@ def one(
             engine={"maxBatchSize": 4 if cooperative else 64, "adaptiveBatch": False},
         )
         ns.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(manifest))
-        wait_for("1 ready worker", lambda: len(ns.ready_pods(MD)) == 1, timeout=180)
+        ns.wait_ready(MD, 1, 180)
         yield mode, ns
         print((log_dir / "operator.log").read_text()[-3000:])
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from integration_helpers import (
     Namespace,
     generated,
@@ -49,7 +48,7 @@ def host_copy_ready(ns: Namespace) -> str | None:
 def start_one(ns: Namespace) -> tuple[WorkerStatus, list[int]]:
     """Scale 0 -> 1; the new instance's status and its greedy tokens."""
     ns.kubectl("scale", "md", MD, "--replicas=1")
-    wait_for("1 instance Ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)
+    ns.wait_ready(MD, 1)
     (pod,) = ns.ready_pods(MD)
     base = f"http://{pod['status']['podIP']}:{WORKER_PORT}"
     tokens = generated(f"{base}/v1/generate", ASK)
@@ -89,7 +88,7 @@ def test_a_recorded_start_is_restored_and_a_foreign_one_refused(
         MD, 0, model=model, hostCopies=1, scaling={"minReplicas": 0},
         engine={"maxBatchSize": 4}, materialization={"enabled": True},
     )  # fmt: skip
-    ns.kubectl("apply", "--validate=false", "-f", "-", stdin=yaml.safe_dump(manifest))
+    ns.apply(manifest, "--validate=false")
 
     def recorded() -> bool:
         phase = (ns.md_status(MD).get("materialization") or {}).get("phase")

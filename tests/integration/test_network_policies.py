@@ -55,7 +55,7 @@ def test_policies_exist_for_a_deployment_and_its_hardened_worker_serves(
     for policy in policies(ns):
         assert [o["uid"] for o in policy["metadata"]["ownerReferences"]] == [uid]
 
-    wait_for("the worker Ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)
+    ns.wait_ready(MD, 1, 240, "the worker Ready")
     (pod,) = ns.ready_pods(MD)
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert pod["spec"]["automountServiceAccountToken"] is False
@@ -133,7 +133,7 @@ def test_another_namespace_cannot_reach_the_workers_but_the_deployment_can(
 ) -> None:
     ns = cluster
     ns.apply_model(MD, 2)
-    wait_for("2 workers Ready", lambda: len(ns.ready_pods(MD)) == 2, timeout=240)
+    ns.wait_ready(MD, 2)
     wait_for("the NetworkPolicies", lambda: names(ns) == POLICIES, timeout=60)
     first, second = ns.ready_pods(MD)
     worker_ip = first["status"]["podIP"]

@@ -37,7 +37,7 @@ def test_an_instance_on_a_silent_node_is_replaced_within_a_bound(
 ) -> None:
     ns = cluster
     ns.apply_model(MD, 2)
-    wait_for("2 instances Ready", lambda: len(ns.ready_pods(MD)) == 2, timeout=240)
+    ns.wait_ready(MD, 2)
     victim = ns.ready_pods(MD)[0]
     node, uid = victim["spec"]["nodeName"], victim["metadata"]["uid"]
     began = time.monotonic()

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from integration_helpers import Namespace, complete, model_deployment, namespace_with_operator
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -69,8 +68,8 @@ def test_the_operator_exports_every_documented_series(
 ) -> None:
     ns, port = cluster
     md = model_deployment(MD, 2, scaling={"minReplicas": 2, "maxReplicas": 3})
-    ns.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
-    wait_for("2 instances Ready", lambda: len(ns.ready_pods(MD)) == 2, timeout=300)
+    ns.apply(md)
+    ns.wait_ready(MD, 2, 300)
     gateway = dev_cluster.url(f"{ns.ns}/{MD}-gateway")
     wait_for("the gateway serves", lambda: complete(gateway, MD), timeout=120)
     for _ in range(5):

@@ -19,7 +19,7 @@ import pytest
 from integration_helpers import Namespace, generated
 
 from cascade_api.constants import WORKER_PORT
-from cascade_dev.testing import wait_for
+from cascade_dev.testing import holds_for, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900), pytest.mark.nodes(4)]
 
@@ -50,9 +50,9 @@ def test_a_killed_operator_converges_without_orphans_or_duplicates(cluster: Name
     rng = random.Random(13)
     for i, replicas in enumerate(SCALES[:KILLS]):
         scale(ns, replicas)
-        time.sleep(rng.uniform(0.2, 6.0))  # somewhere in the reconcile, plan or start
+        time.sleep(rng.uniform(0.2, 6.0))  # a random point: the kill is the test's dice
         ns.operator.kill()
-        time.sleep(rng.uniform(0.0, 2.0))
+        time.sleep(rng.uniform(0.0, 2.0))  # down a while: the events meanwhile are missed
         ns.operator.start()
         print(f"kill {i + 1}: after scaling to {replicas}")
     final = SCALES[KILLS - 1]
@@ -74,5 +74,8 @@ def test_a_killed_operator_converges_without_orphans_or_duplicates(cluster: Name
     for pod in ns.ready_pods(MD):
         url = f"http://{pod['status']['podIP']}:{WORKER_PORT}/v1/generate"
         assert len(generated(url, ASK)) == 3
-    time.sleep(5)  # and it stays so: nothing created or deleted after convergence
-    assert converged(ns, final) and len(ns.host_copies(MD)) == copies
+    holds_for(  # and it stays so: nothing created or deleted after convergence
+        f"{final} instances and {copies} host copies",
+        lambda: converged(ns, final) and len(ns.host_copies(MD)) == copies,
+        seconds=5,
+    )

@@ -112,13 +112,13 @@ def test_the_first_plan_starts_soon_after_its_first_target_answers(
 ) -> None:
     ns = cluster
     ns.apply_model(MD, 1)
-    wait_for("1 instance Ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)
+    ns.wait_ready(MD, 1)
     began, scaled_at = time.monotonic(), time.time()
     ns.kubectl("scale", f"md/{MD}", "--replicas=6")
     targets = {f"{MD}-{i}" for i in range(1, 6)}
     wait_for("5 targets hold the model", lambda: covered(ns) >= targets, timeout=300)
     wait_for("every plan ended", lambda: settled(ns), timeout=120)
-    wait_for("6 instances Ready", lambda: len(ns.ready_pods(MD)) == 6, timeout=120)
+    ns.wait_ready(MD, 6, 120)
     print(f"scale 1 -> 6: all Ready {time.monotonic() - began:.1f} s after kubectl scale")
     print(ns.kubectl("get", "sp"))
     found = plans(ns)

@@ -56,7 +56,7 @@ def served(
             liveScaling={"enabled": True},
         )
         ns.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(manifest))
-        wait_for("1 ready worker", lambda: len(ns.ready_pods(MD)) == 1, timeout=300)
+        ns.wait_ready(MD, 1, 300)
         url = ""
 
         def gateway_up() -> bool:

@@ -83,7 +83,7 @@ def test_a_replay_across_one_four_one_loses_no_request(
 ) -> None:
     ns = cluster
     ns.apply_model(MD, 1)
-    wait_for("1 instance Ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=240)
+    ns.wait_ready(MD, 1)
     url = dev_cluster.url(f"{ns.ns}/{MD}-gateway")
     began = time.monotonic()
     failures, wide_s, most = asyncio.run(replay(url, ns))

@@ -54,7 +54,7 @@ def four(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> I
         dev_cluster, "cascade-shrink", tmp_path_factory.mktemp("shrink")
     ) as ns:
         ns.apply_model(MD, replicas=4)
-        wait_for("4 ready workers", lambda: len(ns.ready_pods(MD)) == 4, timeout=300)
+        ns.wait_ready(MD, 4, 300)
         yield ns
 
 

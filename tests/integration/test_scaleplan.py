@@ -96,7 +96,7 @@ def report(plan: dict[str, Any]) -> None:
 
 def start_one(ns: Namespace) -> list[int]:
     ns.apply_model(MD, 1)
-    wait_for("1 worker ready", lambda: len(ns.ready_pods(MD)) == 1, timeout=180)
+    ns.wait_ready(MD, 1, 180)
     first = ns.ready_pods(MD)[0]
     assert serve_mode(first) == "1"  # no holder anywhere: the first loads from storage
     return tokens(first)
@@ -112,7 +112,7 @@ def test_scale_1_to_6_streams_weights_along_plans(
     wait_for("a ScalePlan", lambda: len(plans(ns)) >= 1, timeout=60)
     targets = [f"{MD}-{i}" for i in range(1, 6)]
     wait_for("5 targets covered", lambda: sorted(completed_targets(ns)) == targets, timeout=240)
-    wait_for("6 workers ready", lambda: len(ns.ready_pods(MD)) == 6, timeout=120)
+    ns.wait_ready(MD, 6, 120)
     elapsed = time.monotonic() - begun
     print(ns.kubectl("get", "sp"))
     # Plans start as soon as a target answers (no gather wait): the 5 targets may come
@@ -157,9 +157,9 @@ def test_operator_restart_mid_plan_never_duplicates(
     scale(ns, 6)
     wait_for("a ScalePlan", lambda: len(plans(ns)) >= 1, timeout=60)
     op.kill()  # mid-plan: created, maybe dispatched, surely not completed and served
-    time.sleep(2)
+    time.sleep(2)  # down a while, as a restart is: the events meanwhile are missed
     op.start()
-    wait_for("6 workers ready", lambda: len(ns.ready_pods(MD)) == 6, timeout=300)
+    ns.wait_ready(MD, 6, 300)
     # A target serves once it holds every block; its plan completes when the chain's
     # transfers end, a little later.
     wait_for("a Completed plan", lambda: any(phase(p) == "Completed" for p in plans(ns)), 60)

@@ -40,7 +40,7 @@ def served(
     ) as ns:
         ns.apply_model(MD, 2)
         wait_for("the deployment Available", lambda: ns.available(MD), timeout=240)
-        wait_for("2 workers Ready", lambda: len(ns.ready_pods(MD)) == 2, timeout=120)
+        ns.wait_ready(MD, 2, 120)
         url = dev_cluster.url(f"{ns.ns}/{MD}-gateway")
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
         yield ns, client
@@ -150,7 +150,7 @@ def test_killing_a_worker_mid_request(served: tuple[Namespace, openai.OpenAI]) -
     # The gateway keeps serving (on the survivor, then on the replacement pod).
     reply = client.completions.create(model=MD, prompt="still there?", max_tokens=5)
     assert reply.choices[0].text is not None and reply.usage is not None
-    wait_for("the replacement worker Ready", lambda: len(ns.ready_pods(MD)) == 2, timeout=180)
+    ns.wait_ready(MD, 2, 180, "the replacement worker Ready")
 
 
 def test_a_worker_cut_off_the_network_mid_request(
@@ -176,4 +176,4 @@ def test_a_worker_cut_off_the_network_mid_request(
         subprocess.run([*link, "up"], check=False)
     print(f"after cutting {pod['metadata']['name']} off: {outcomes}")
     assert all(what == "completed" for what, _ in outcomes.values()), outcomes
-    wait_for("both workers Ready again", lambda: len(ns.ready_pods(MD)) == 2, timeout=180)
+    ns.wait_ready(MD, 2, 180, "both workers Ready again")

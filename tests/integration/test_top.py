@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Callable
 
 import pytest
-import yaml
 from integration_helpers import BIN, Namespace, complete, model_deployment
 
 from cascade_cli.top import READ_TIMEOUT_S
@@ -108,7 +107,7 @@ def test_top_shows_a_scale_up_as_it_happens_and_quits_on_q(
 ) -> None:
     ns = cluster
     md = model_deployment(MD, 1, multicast={"rateMbit": 3})
-    ns.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(md))
+    ns.apply(md)
     top = " ".join(
         shlex.quote(x)
         # A stale 80x24 export (as a test runner leaves) must not pin the view: the gateway

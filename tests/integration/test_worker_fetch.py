@@ -27,7 +27,7 @@ MD = "fetcher"
 def test_pod_fetches_model_from_peer_pod(cluster: Namespace, tmp_path: Path) -> None:
     model = small_model()
     cluster.apply_model(MD, 2, model)
-    wait_for("2 worker pods Ready", lambda: len(cluster.ready_pods(MD)) == 2, timeout=180)
+    cluster.wait_ready(MD, 2, 180)
     src, dst = cluster.ready_pods(MD)
     a = f"http://{src['status']['podIP']}:{WORKER_PORT}"
     b = f"http://{dst['status']['podIP']}:{WORKER_PORT}"
