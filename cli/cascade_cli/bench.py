@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 from pathlib import Path
 from types import FrameType
 
@@ -24,15 +23,8 @@ from cascade_cli import (
     bench_engine,
     replay_flags,
 )
-from cascade_cli.bench_json import write_json
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(",") if x.strip())
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip())
+from cascade_cli.bench_json import ints, names, report, say, write_json
+from cascade_protocol.cli_args import from_args
 
 
 def _env(text: str) -> tuple[str, str]:
@@ -66,11 +58,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     mc.add_argument("--k", type=int, default=1, help="sources (the first k pods hold the model)")
     mc.add_argument("--repeat", type=int, default=1, help="runs per method (median reported)")
     mc.add_argument(
-        "--methods", type=_names, default=None, help="subset, e.g. chain,unicast (default all)"
+        "--methods", type=names, default=None, help="subset, e.g. chain,unicast (default all)"
     )
     mc.add_argument(
         "--chunk-kb",
-        type=_ints,
+        type=ints,
         default=(),
         help="Cascade chunk sizes to try, e.g. 1024,256 (the first is reported as the method "
         "itself, the others as METHOD@SIZEK; default: the executor's)",
@@ -122,10 +114,10 @@ def _add_plan(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "build and one node event on a TopologyIndex; prints a table and writes "
         "{cases: [{nodes, targets, strategy, plan_ms, topo_ms, event_ms, ...}]}.",
     )
-    pl.add_argument("--nodes", type=_ints, default=(100, 1_000, 10_000), help="e.g. 100,1000")
-    pl.add_argument("--targets", type=_ints, default=(8, 64, 512), help="e.g. 8,64,512")
+    pl.add_argument("--nodes", type=ints, default=(100, 1_000, 10_000), help="e.g. 100,1000")
+    pl.add_argument("--targets", type=ints, default=(8, 64, 512), help="e.g. 8,64,512")
     pl.add_argument(
-        "--strategies", type=_names, default=("chain", "binomial", "auto"), help="subset"
+        "--strategies", type=names, default=("chain", "binomial", "auto"), help="subset"
     )
     pl.add_argument("--repeat", type=int, default=5, help="runs per case (median reported)")
     pl.add_argument("--json", type=Path, default=None, metavar="OUT.json")
@@ -137,10 +129,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     if args.repeat < 1:
         raise ValueError("--repeat must be >= 1")
-    doc = run(args.nodes, args.targets, args.strategies, args.repeat)
-    print(table(doc))
-    write_json(args.json, doc)
-    return 0
+    return report(run(args.nodes, args.targets, args.strategies, args.repeat), table, args.json)
 
 
 def _add_scaleup(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -167,20 +156,7 @@ def _add_scaleup(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _scaleup(args: argparse.Namespace) -> int:
     from cascade_bench.scaleup import ScaleupConfig, run, table
 
-    cfg = ScaleupConfig(
-        model_path=args.model_path,
-        start=args.start,
-        end=args.end,
-        strategy=args.strategy,
-        blocks=args.blocks,
-        namespace=args.namespace,
-        run_operator=args.run_operator,
-        timeout_s=args.timeout_s,
-    )
-    doc = run(cfg, say=lambda line: print(line, file=sys.stderr))
-    print(table(doc))
-    write_json(args.json, doc)
-    return 0
+    return report(run(from_args(ScaleupConfig, args), say=say), table, args.json)
 
 
 def _add_replay(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -205,10 +181,7 @@ def _add_replay(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     w.add_argument("--speedup", type=float, default=1.0, help="time compression (2: 2x rate)")
     w.add_argument("--max-requests", type=int, default=None, help="first N of the window")
     t = rp.add_argument_group("token scaling")
-    t.add_argument("--context-scale", type=float, default=0.1, help="prompt = ContextTokens x S")
-    t.add_argument("--output-scale", type=float, default=1.0, help="output = GeneratedTokens x S")
-    t.add_argument("--max-prompt-tokens", type=int, default=512)
-    t.add_argument("--max-output-tokens", type=int, default=256)
+    replay_flags.add_tokens(t)
     t.add_argument("--token-ids", default="4:259", metavar="LOW:HIGH", help="prompt token id range")
     c = rp.add_argument_group("classes and SLOs")
     c.add_argument("--batch-fraction", type=float, default=0.2, help="share sent as batch")
@@ -234,35 +207,23 @@ def _sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def _multicast(args: argparse.Namespace) -> int:
+    from cascade_bench import table
     from cascade_bench.params import METHODS, Params
     from cascade_bench.suite import run_suite
-    from cascade_bench.table import report
 
-    params = Params(
-        nodes=args.nodes,
-        model_mb=args.model_mb,
-        nic_mbit=args.nic_mbit,
-        spine_mbit=args.spine_mbit,
-        nodes_per_leaf=args.nodes_per_leaf,
-        mtu=args.mtu,
-        blocks=args.blocks,
-        k=args.k,
-        repeat=args.repeat,
+    params = from_args(
+        Params,
+        args,
         methods=tuple(args.methods or METHODS),
         chunk_kb=tuple(args.chunk_kb),
         node_env=tuple(args.node_env),
-        link_mb=args.link_mb,
-        loopback_mb=args.loopback_mb,
-        workdir=args.workdir,
-        model_dir=args.model_dir,
-        state_dir=args.state_dir,
         wait_cluster_s=args.wait_cluster,
         quiet_wait_s=args.quiet_wait,
     )
     signal.signal(signal.SIGTERM, _sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
     doc, summaries = run_suite(params)
-    print(report(doc, summaries))
+    print(table.report(doc, summaries))
     write_json(args.json, doc)
     return 0
 
@@ -270,24 +231,21 @@ def _multicast(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from cascade_bench.replay.metrics import Slo
     from cascade_bench.replay.prompts import TokenRange
-    from cascade_bench.replay.report import dry_run_report, report
+    from cascade_bench.replay.report import dry_run_report
+    from cascade_bench.replay.report import report as replay_report
     from cascade_bench.replay.run import ReplayConfig, dry_run, run_sync
 
     if not args.dry_run and not args.url:
         raise ValueError("--url is required (or --dry-run)")
     if args.timeout_s <= 0 or args.retry_429 < 0:
         raise ValueError("--timeout-s must be > 0 and --retry-429 >= 0")
-    scaling = replay_flags.scaling(args)
     ms = 1e-3
-    cfg = ReplayConfig(
-        trace=args.trace,
+    cfg = from_args(
+        ReplayConfig,
+        args,
         url=args.url or "",
-        model=args.model,
-        scaling=scaling,
+        scaling=replay_flags.scaling(args),
         token_range=TokenRange.parse(args.token_ids),
-        class_via=args.class_via,
-        timeout_s=args.timeout_s,
-        retry_429=args.retry_429,
         slos={
             "interactive": Slo(args.interactive_ttft_s, args.interactive_itl_ms * ms),
             "batch": Slo(
@@ -295,13 +253,7 @@ def _replay(args: argparse.Namespace) -> int:
             ),
         },
         progress=not args.no_progress,
-        per_request=args.per_request,
     )
-    if args.dry_run:
-        doc = dry_run(cfg)
-        print(dry_run_report(doc))
-    else:
-        doc = run_sync(cfg)
-        print(report(doc))
-    write_json(args.json, doc)
+    doc = dry_run(cfg) if args.dry_run else run_sync(cfg)
+    report(doc, dry_run_report if args.dry_run else replay_report, args.json)
     return 130 if doc.get("interrupted") else 0

@@ -5,12 +5,11 @@ on the local cluster, and the simulator's prediction (issue 10 §7). Registered 
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.bench_json import report, subset, write_json
+from cascade_cli.bench_json import names, report, say, subset, write_json
+from cascade_protocol.cli_args import from_args
 
 
 def _runs(text: str) -> tuple[str, ...]:
@@ -23,10 +22,6 @@ def _picks(text: str) -> tuple[str, ...]:
     from cascade_bench.autoscale.windows import PICKS
 
     return subset(text, PICKS, "windows")
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
 def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -70,7 +65,7 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     e.add_argument(
         "--synthetic",
-        type=_names,
+        type=names,
         default=(),
         help="synthetic traces, lengths from --trace: poisson, gamma:CV (e.g. gamma:2)",
     )
@@ -135,42 +130,28 @@ def _autoscale(args: argparse.Namespace) -> int:
     from cascade_bench.autoscale.run import AutoscaleConfig, dry_run, run
     from cascade_bench.replay.scale import Scaling
 
-    scaling = Scaling(
+    scaling = from_args(
+        Scaling,
+        args,
         start_s=args.window_start,
         duration_s=args.duration,
-        context_scale=args.context_scale,
-        output_scale=args.output_scale,
-        max_prompt_tokens=args.max_prompt_tokens,
-        max_output_tokens=args.max_output_tokens,
         batch_fraction=args.batch_share,
-        seed=args.seed,
     )
-    cfg = AutoscaleConfig(
-        trace=args.trace,
-        profile=args.profile,
+    cfg = from_args(
+        AutoscaleConfig,
+        args,
         scaling=scaling,
-        peak_utilization=args.peak_utilization,
-        rate_scale=args.rate_scale,
         base_spec=_spec(args.file),
         runs=args.runs or manifest.RUNS,
-        nodes=args.nodes,
-        node_cpu=args.node_cpu,
-        kpa_target=args.kpa_target,
-        kpa_window_s=args.kpa_window_s,
         time_to_ready_s=args.time_to_ready,
-        timeout_s=args.timeout_s,
-        ready_timeout_s=args.ready_timeout_s,
-        state_dir=args.state_dir,
-        per_request=args.per_request,
     )
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     if args.windows or args.synthetic:
-        return _evaluate(args, cfg, say)
+        return _evaluate(args, cfg)
     doc = dry_run(cfg, say) if args.dry_run else run(cfg, say)
     return report(doc, table, args.json, args.png, plot)
 
 
-def _evaluate(args: argparse.Namespace, cfg: Any, say: Callable[[str], None]) -> int:
+def _evaluate(args: argparse.Namespace, cfg: Any) -> int:
     """Every case of the evaluation set through the same comparison; a PNG per case."""
     from dataclasses import replace
 

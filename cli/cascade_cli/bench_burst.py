@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import argparse
 import copy
-import sys
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.bench_json import report, subset
+from cascade_cli.bench_json import report, say, subset
+from cascade_protocol.cli_args import from_args
 
 PROFILE = Path("bench/results/capacity-0.2-p180.json")
 
@@ -182,30 +182,14 @@ def _burst(args: argparse.Namespace) -> int:
     from cascade_bench.burst.workload import Shape
     from cascade_bench.replay.scale import Scaling
 
-    cfg = BurstConfig(
-        trace=args.trace,
-        profile=args.profile,
-        scaling=Scaling(
-            context_scale=args.context_scale,
-            output_scale=args.output_scale,
-            max_prompt_tokens=args.max_prompt_tokens,
-            max_output_tokens=args.max_output_tokens,
-            batch_fraction=args.batch_share,
-            seed=args.seed,
-        ),
+    cfg = from_args(
+        BurstConfig,
+        args,
+        scaling=from_args(Scaling, args, batch_fraction=args.batch_share),
         shape=Shape(args.warmup_s, args.burst_s, args.warmup_x, args.burst_x, args.burst_start),
         base_spec=_spec(args),
         modes=args.modes or MODES,
-        scale_to=args.scale_to,
-        nodes=args.nodes,
-        node_cpu=args.node_cpu,
-        gpus_per_instance=args.gpus_per_instance,
-        timeout_s=args.timeout_s,
-        ready_timeout_s=args.ready_timeout_s,
         period_s=args.probe_period_s,
-        state_dir=args.state_dir,
-        per_request=args.per_request,
     )
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     doc = dry_run(cfg, say) if args.dry_run else run(cfg, say)
     return report(doc, table, args.out, args.plot if doc["modes"] else None, plot)

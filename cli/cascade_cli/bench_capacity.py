@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
-from cascade_cli.bench_json import write_json
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(",") if x.strip())
+from cascade_cli.bench_json import ints, report, say
+from cascade_protocol.cli_args import from_args
 
 
 def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,7 +26,7 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--model-path", type=Path, default=Path("/var/lib/cascade/models/tiny-llama"),
         help="checkpoint on the nodes (cascade model init)",
     )  # fmt: skip
-    cp.add_argument("--batches", type=_ints, default=(1, 2, 4, 8, 16, 32), help="e.g. 1,4,16")
+    cp.add_argument("--batches", type=ints, default=(1, 2, 4, 8, 16, 32), help="e.g. 1,4,16")
     cp.add_argument(
         "--concurrency", type=int, default=None,
         help="in flight for 1 vs 2 instances (default: 2 x the curve's knee)",
@@ -59,22 +55,6 @@ def _capacity(args: argparse.Namespace) -> int:
     kubeconfig = args.kubeconfig or Path(
         os.environ.get("KUBECONFIG") or StatePaths(default_state_dir()).kubeconfig
     )
-    cfg = CapacityConfig(
-        model_path=args.model_path,
-        kubeconfig=kubeconfig,
-        batches=args.batches,
-        concurrency=args.concurrency,
-        max_tokens=args.max_tokens,
-        prompt_tokens=args.prompt_tokens,
-        warmup_s=args.warmup_s,
-        duration_s=args.duration_s,
-        timeout_s=args.timeout_s,
-        instances=args.instances,
-    )
-    doc = run(cfg, say=lambda line: print(line, file=sys.stderr))
-    print(table(doc))
-    write_json(args.json, doc)
-    if args.png is not None:
-        plot(doc, args.png)
-        print(f"wrote {args.png}", file=sys.stderr)
+    doc = run(from_args(CapacityConfig, args, kubeconfig=kubeconfig), say=say)
+    report(doc, table, args.json, args.png, plot)
     return 0 if doc["scaling"]["passed"] else 1

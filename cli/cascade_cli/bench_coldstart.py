@@ -5,10 +5,10 @@ work is in `cascade_bench.coldstart` (imported when it runs)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from cascade_cli.bench_json import report, subset
+from cascade_cli.bench_json import report, say, subset
+from cascade_protocol.cli_args import from_args
 
 MODEL_DIR = Path("/var/lib/cascade/models/coldstart-8x768")
 
@@ -47,15 +47,4 @@ def _coldstart(args: argparse.Namespace) -> int:
     from cascade_bench.coldstart.report import table
     from cascade_bench.coldstart.run import ColdConfig, run
 
-    cfg = ColdConfig(
-        model_dir=args.model_dir,
-        layers=args.layers,
-        hidden=args.hidden,
-        nodes=args.nodes,
-        cases=args.cases,
-        modes=args.modes,
-        timeout_s=args.timeout_s,
-        state_dir=args.state_dir,
-    )
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    return report(run(cfg, say), table, args.out, args.plot, plot)
+    return report(run(from_args(ColdConfig, args), say), table, args.out, args.plot, plot)

@@ -5,15 +5,11 @@ checkpoint, and the compiled path's start-up cost (issue 12). Registered by
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
-from cascade_cli.bench_json import subset, write_json
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(",") if x.strip())
+from cascade_cli.bench_json import ints, report, say, subset
+from cascade_protocol.cli_args import from_args
 
 
 def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,12 +32,12 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     en.add_argument("--arch", choices=("llama", "qwen2", "mistral"), default="llama")
     en.add_argument("--layers", type=int, default=4)
     en.add_argument("--hidden", type=int, default=512)
-    en.add_argument("--batches", type=_ints, default=(1, 4, 16), help="decode batch sizes")
-    en.add_argument("--prompts", type=_ints, default=(128, 512), help="prefill prompt tokens")
+    en.add_argument("--batches", type=ints, default=(1, 4, 16), help="decode batch sizes")
+    en.add_argument("--prompts", type=ints, default=(128, 512), help="prefill prompt tokens")
     en.add_argument("--new-tokens", type=int, default=64, help="decoded tokens per sequence")
     en.add_argument("--rounds", type=int, default=3)
     en.add_argument(
-        "--threads", type=_ints, default=(1,), help="torch threads, a list: 1,2 measures both"
+        "--threads", type=ints, default=(1,), help="torch threads, a list: 1,2 measures both"
     )
     en.add_argument(
         "--paths", type=lambda t: subset(t, PATHS, "paths"), default=PATHS,
@@ -65,12 +61,7 @@ def _engine(args: argparse.Namespace) -> int:
         model_dir = Path(tempfile.mkdtemp(prefix="cascade-bench-model-"))
         spec = ModelSpec(arch=args.arch, layers=args.layers, hidden=args.hidden)
         write_checkpoint(model_dir, spec)
-    cfg = EngineBenchConfig(
-        model_dir=model_dir, batches=args.batches, prompts=args.prompts,
-        new_tokens=args.new_tokens, rounds=args.rounds, threads=args.threads,
-        paths=args.paths, compile_times=not args.no_compile_times,
-    )  # fmt: skip
-    doc = run(cfg, say=lambda line: print(line, file=sys.stderr))
-    print(table(doc))
-    write_json(args.json, doc)
-    return 0
+    cfg = from_args(
+        EngineBenchConfig, args, model_dir=model_dir, compile_times=not args.no_compile_times
+    )
+    return report(run(cfg, say=say), table, args.json)

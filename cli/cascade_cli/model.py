@@ -15,7 +15,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from cascade_api.constants import POD_USER
 from cascade_protocol.materialize import ARTIFACT_DIR
@@ -121,46 +123,73 @@ def share_with_pods(model_dir: Path) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from cascade_worker.checkpoints.checkpoint import write_checkpoint
+    from cascade_worker.checkpoints.checkpoint import CheckpointInfo, write_checkpoint
 
     spec = spec_from_args(args)
-    if args.if_missing and (args.out_dir / "config.json").exists():
-        print(f"{args.out_dir} already holds a checkpoint; leaving it", file=sys.stderr)
-        share_with_pods(args.out_dir)
-        return 0
-    start = time.perf_counter()
-    info = write_checkpoint(args.out_dir, spec, shard_mb=args.shard_mb, force=args.force)
-    share_with_pods(args.out_dir)
-    print(
-        f"wrote {info.out_dir}: {spec.arch} layers={spec.layers} hidden={spec.hidden} "
-        f"heads={spec.heads}/{spec.kv_heads} intermediate={spec.intermediate} "
-        f"vocab={spec.vocab} (tokenizer {info.tokenizer_vocab}) {spec.dtype}, "
-        f"{info.tensor_bytes / 2**20:.1f} MiB in {len(info.files)} file(s), "
-        f"{time.perf_counter() - start:.1f}s",
-        file=sys.stderr,
+
+    def what(info: CheckpointInfo) -> str:
+        return (
+            f": {spec.arch} layers={spec.layers} hidden={spec.hidden} "
+            f"heads={spec.heads}/{spec.kv_heads} intermediate={spec.intermediate} "
+            f"vocab={spec.vocab} (tokenizer {info.tokenizer_vocab}) {spec.dtype}"
+        )
+
+    return _write(
+        args,
+        lambda: write_checkpoint(args.out_dir, spec, shard_mb=args.shard_mb, force=args.force),
+        what,
     )
-    return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    from cascade_worker.checkpoints.gguf_import import import_gguf
+    from cascade_worker.checkpoints.gguf_import import ImportInfo, import_gguf
 
+    def what(info: ImportInfo) -> str:
+        c = info.config
+        return (
+            f" from {info.source.name}: {c['model_type']} "
+            f"layers={c['num_hidden_layers']} hidden={c['hidden_size']} "
+            f"heads={c['num_attention_heads']}/{c['num_key_value_heads']} vocab={c['vocab_size']} "
+            f"{args.dtype}"
+        )
+
+    return _write(
+        args,
+        lambda: import_gguf(
+            args.out_dir, args.gguf, dtype=args.dtype, shard_mb=args.shard_mb, force=args.force
+        ),
+        what,
+    )
+
+
+class _Written(Protocol):
+    """What `init` and `import` report of the checkpoint they wrote."""
+
+    @property
+    def out_dir(self) -> Path: ...
+    @property
+    def tensor_bytes(self) -> int: ...
+    @property
+    def files(self) -> list[str]: ...
+
+
+W = TypeVar("W", bound=_Written)
+
+
+def _write(args: argparse.Namespace, write: Callable[[], W], what: Callable[[W], str]) -> int:
+    """`init`'s and `import`'s run (the _output_flags): leave a checkpoint already in
+    OUT_DIR with --if-missing, else `write` one; either way share it with the pods, and
+    say what was written (`what`), its size and how long it took."""
     if args.if_missing and (args.out_dir / "config.json").exists():
         print(f"{args.out_dir} already holds a checkpoint; leaving it", file=sys.stderr)
         share_with_pods(args.out_dir)
         return 0
     start = time.perf_counter()
-    info = import_gguf(
-        args.out_dir, args.gguf, dtype=args.dtype, shard_mb=args.shard_mb, force=args.force
-    )
+    info = write()
     share_with_pods(args.out_dir)
-    c = info.config
     print(
-        f"wrote {info.out_dir} from {info.source.name}: {c['model_type']} "
-        f"layers={c['num_hidden_layers']} hidden={c['hidden_size']} "
-        f"heads={c['num_attention_heads']}/{c['num_key_value_heads']} vocab={c['vocab_size']} "
-        f"{args.dtype}, {info.tensor_bytes / 2**20:.1f} MiB in {len(info.files)} file(s), "
-        f"{time.perf_counter() - start:.1f}s",
+        f"wrote {info.out_dir}{what(info)}, {info.tensor_bytes / 2**20:.1f} MiB in "
+        f"{len(info.files)} file(s), {time.perf_counter() - start:.1f}s",
         file=sys.stderr,
     )
     return 0

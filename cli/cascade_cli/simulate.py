@@ -20,6 +20,7 @@ from typing import Any
 
 from cascade_cli import replay_flags
 from cascade_cli.bench_json import write_json
+from cascade_protocol.cli_args import from_args
 from cascade_sim import policies
 from cascade_sim import workload as wl
 from cascade_sim.config import BATCH, INTERACTIVE, Deployment, SimConfig, Slo, from_spec
@@ -54,10 +55,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="scale so the busiest minute needs about N instances")  # fmt: skip
     w.add_argument("--peak-via", choices=("rate-scale", "speedup"), default="rate-scale")
     t = sp.add_argument_group("tokens and classes (as cascade bench replay)")
-    t.add_argument("--context-scale", type=float, default=0.1, help="prompt = ContextTokens x S")
-    t.add_argument("--output-scale", type=float, default=1.0, help="output = GeneratedTokens x S")
-    t.add_argument("--max-prompt-tokens", type=int, default=512)
-    t.add_argument("--max-output-tokens", type=int, default=256)
+    replay_flags.add_tokens(t)
     t.add_argument("--batch-fraction", "--batch-share", type=float, default=0.2)
     t.add_argument("--seed", type=int, default=0, help="classes and copies")
     s = sp.add_argument_group("SLOs (default: the ModelDeployment's spec.slo)")
@@ -164,19 +162,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     dep = with_slos(args, read_deployment(args.file))
     profile = from_document(json.loads(args.profile.read_text()))
-    cfg = SimConfig(
-        time_to_ready_s=args.time_to_ready,
-        tick_s=args.tick_s,
-        local_tick_s=args.local_tick_s,
-        local=args.local,
-        routing=args.routing,
-        slack=args.slack,
-        prefill_tokens_per_s=args.prefill_tokens_per_s,
-        interactive_queue=args.interactive_queue,
-        batch_queue=args.batch_queue,
-        client_timeout_s=args.client_timeout_s,
-        kpa_target=args.kpa_target,
-    )
+    cfg = from_args(SimConfig, args, time_to_ready_s=args.time_to_ready)
     prefill = cfg.prefill_rate(profile)
     arrivals, load = workload(args, dep, profile, prefill)
     names = POLICIES if args.policy == "all" else (args.policy,)

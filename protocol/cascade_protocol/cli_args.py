@@ -2,13 +2,22 @@
 
 The worker and the gateway listen the same way (--port, --host defaulting to $POD_IP,
 --drain-seconds) and validate numbers and on/off words the same way, so a flag or an
-environment variable means one thing in every pod. Pure: argparse only, no I/O.
+environment variable means one thing in every pod. `from_args` builds a config dataclass
+from the flags named like its fields (the `cascade` commands' configs). Pure: argparse
+and dataclasses only, no I/O.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    D = TypeVar("D", bound=DataclassInstance)
 
 DEFAULT_DRAIN_SECONDS = 2.0
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
@@ -106,3 +115,16 @@ def add_serving_args(
         help="grace between SIGTERM (readiness 503) and exit "
         f"(env CASCADE_DRAIN_SECONDS, default {DEFAULT_DRAIN_SECONDS})",
     )
+
+
+def from_args(cls: type[D], args: argparse.Namespace, /, **given: Any) -> D:
+    """`cls` (a dataclass) from parsed flags: each of its fields from the flag whose `dest`
+    is the field's name, where `args` has one (else the field's default); `given` holds
+    the fields whose flag is named otherwise or whose value is computed, and wins over
+    a flag of the same name. A name in `given` that is no field is a TypeError."""
+    taken = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(cls)
+        if f.init and hasattr(args, f.name)
+    }
+    return cls(**(taken | given))

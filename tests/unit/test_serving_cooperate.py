@@ -23,17 +23,25 @@ class Engine:
 def test_the_stage_status_counts_the_requests_the_source_redirected() -> None:
     stage = StageRole(layers=(2, 4))
     serving = SimpleNamespace(engine=Engine(queued=3), stage=stage)
-    redirect_queued(cast(Any, serving))
-    assert stage.describe().redirected == 3
-    redirect_queued(cast(Any, serving))  # nothing queued since: the count stays
+    assert redirect_queued(cast(Any, serving)) is True  # done: the queue moved
     assert stage.describe().model_dump(by_alias=True)["redirected"] == 3
+
+
+def test_a_source_with_no_queue_when_the_head_serves_redirects_when_it_has_one() -> None:
+    engine = Engine(queued=0)
+    stage = StageRole(layers=(2, 4))
+    serving = cast(Any, SimpleNamespace(engine=engine, stage=stage))
+    assert redirect_queued(serving) is False  # nothing to move yet: ask again next batch
+    engine.queued = 2
+    assert redirect_queued(serving) is True
+    assert (stage.redirected, engine.queued) == (2, 0)
 
 
 def test_a_stopped_engine_redirects_nothing() -> None:
     engine = Engine(queued=2)
     engine.stopped = True
     stage = StageRole(layers=(2, 4))
-    redirect_queued(cast(Any, SimpleNamespace(engine=engine, stage=stage)))
+    assert redirect_queued(cast(Any, SimpleNamespace(engine=engine, stage=stage))) is True
     assert (stage.redirected, engine.queued) == (0, 2)
 
 

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +23,9 @@ from typing import Any
 
 from cascade_api import constants as c
 from cascade_api.base import ConditionType
+from cascade_bench import namespace
 from cascade_bench.autoscale.manifest import md_name
 from cascade_bench.autoscale.timeline import Sample
-from cascade_bench.capacity.cluster import _apply_crds
-from cascade_bench.operator_process import operator_process
 from cascade_dev import cluster as devcluster
 from cascade_dev import controlplane, processes
 from cascade_dev.cpuquota import LABEL_NODE_CPU
@@ -223,17 +220,5 @@ def concurrency(load: GatewayLoad) -> int:
 @contextlib.contextmanager
 def bench_namespace(kubeconfig: Path) -> Iterator[Bench]:
     """A fresh namespace with its own operator; both removed at exit."""
-    from kubernetes import client, config
-
-    os.environ["KUBECONFIG"] = str(kubeconfig)  # the operator child inherits it
-    config.load_kube_config(config_file=str(kubeconfig))
-    _apply_crds(kubeconfig)
-    core, custom = client.CoreV1Api(), client.CustomObjectsApi()
-    ns = f"cascade-autoscale-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": ns}})
-    _log(f"namespace {ns}")
-    try:
-        with operator_process(ns, True):
-            yield Bench(core, custom, ns)
-    finally:
-        core.delete_namespace(ns)
+    with namespace.bench_namespace(kubeconfig, "cascade-autoscale", _log) as n:
+        yield Bench(*n)

@@ -16,21 +16,15 @@ it made goes at exit.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cascade_api import constants as c
-from cascade_api.crd import model_deployment_crd, scale_plan_crd
-from cascade_bench.operator_process import operator_process
+from cascade_bench.namespace import bench_namespace
 from cascade_bench.worker_auth import authorize
 from cascade_dev.cpuquota import LABEL_NODE_CPU
 
@@ -143,41 +137,13 @@ def _cores(label: str | None) -> float | None:
     return float(label)
 
 
-def _apply_crds(kubeconfig: Path) -> None:
-    docs = [model_deployment_crd(), scale_plan_crd()]
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    subprocess.run(
-        ["kubectl", "apply", "--validate=false", "-f", "-"],
-        input=yaml.safe_dump_all(docs),
-        text=True,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        ["kubectl", "wait", "--for=condition=Established", "--timeout=60s",
-         "crd/modeldeployments.cascade.dev", "crd/scaleplans.cascade.dev"],
-        env=env, check=True, capture_output=True,
-    )  # fmt: skip
-
-
 @contextmanager
 def deployment(kubeconfig: Path) -> Iterator[Deployment]:
-    """A fresh namespace with its own operator; both removed at exit."""
-    from kubernetes import client, config
-
-    os.environ["KUBECONFIG"] = str(kubeconfig)  # the operator child inherits it
-    config.load_kube_config(config_file=str(kubeconfig))
-    _apply_crds(kubeconfig)
-    core, custom = client.CoreV1Api(), client.CustomObjectsApi()
-    ns = f"cascade-capacity-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": ns}})
-    try:
-        with operator_process(ns, True):
-            d = Deployment(core, custom, ns)
-            try:
-                yield d
-            finally:
-                d.delete()  # while the operator runs: it holds a finalizer on the CR
-    finally:
-        core.delete_namespace(ns)
+    """A fresh namespace with its own operator, and the bench's ModelDeployment in it
+    deleted at exit, while the operator still runs (it holds a finalizer on the CR)."""
+    with bench_namespace(kubeconfig, "cascade-capacity") as n:
+        d = Deployment(n.core, n.custom, n.ns)
+        try:
+            yield d
+        finally:
+            d.delete()

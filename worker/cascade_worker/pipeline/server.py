@@ -91,9 +91,10 @@ class StageServer:
         # Called when a head's session ends (it detached, or its pipeline broke): a live
         # scale-up's stage has then done its part (serving/live.py).
         self.on_session_end: Callable[[], None] | None = None
-        # Called at a session's first micro-batch: its head serves (a live scale-up's
-        # source then redirects its queue to it, serving/cooperate.py).
-        self.on_first_work: Callable[[], None] | None = None
+        # Called at each micro-batch of a session until it returns True: its head serves
+        # (a live scale-up's source then redirects its queue to it, the first time it has
+        # one, serving/cooperate.py).
+        self.on_work: Callable[[], bool] | None = None
 
     @property
     def address(self) -> str:
@@ -237,10 +238,8 @@ class StageServer:
         loop = asyncio.get_running_loop()
         while True:
             work, tensor = await session.inbox.get()
-            if not session.worked:
-                session.worked = True
-                if self.on_first_work is not None:
-                    self.on_first_work()
+            if self.on_work is not None and self.on_work():
+                self.on_work = None
             batch = StageBatch.from_meta(work.batch.model_dump(), tensor)
             model = session.model
             start = batch.extra.get(FROM_LAYER, model.start)  # cooperative: the split moves

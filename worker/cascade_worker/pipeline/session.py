@@ -33,7 +33,6 @@ class Session:
     control_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # frames + bytes
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     ended: bool = False
-    worked: bool = False  # a micro-batch arrived
 
     @property
     def stage(self) -> int:

@@ -7,11 +7,11 @@ CooperativeExecutor's (pipeline/cooperative.py):
 
 - the head grows: layers that land after it started are loaded (on a thread) and handed
   to the executor between two steps, so later batches can run more of them here;
-- the source redirects: when the head serves (its first micro-batch reaches the
-  source's stage), the source hands back (MIGRATE) every request that has not produced
-  a token yet, its queue; the gateway sends them again, to the least loaded instance,
-  which is the new head while the source is overloaded. New requests follow the same
-  routing.
+- the source redirects: once the head serves (its micro-batches reach the source's
+  stage), the first time the source has a queue it hands back (MIGRATE) every request
+  that has not produced a token yet; the gateway sends them again, to the least loaded
+  instance, which is the new head while the source is overloaded. New requests follow
+  the same routing. Once, so a request the gateway sends back here is served here.
 """
 
 from __future__ import annotations
@@ -56,13 +56,17 @@ async def grow_head(serving: Serving) -> bool:
     return True
 
 
-def redirect_queued(serving: Serving) -> None:
-    """The source's queue moves to the head that just attached (module docstring); the
-    stage's status counts what moved."""
+def redirect_queued(serving: Serving) -> bool:
+    """The source's queue moves to the head that serves (module docstring); the stage's
+    status counts what moved. Whether it is done: something moved, or there is no engine
+    left to move from."""
     engine = serving.engine
     if engine is None or engine.stopped:
-        return
+        return True
     moved = engine.hand_back_queued("migrate: redirected to the cooperating new instance")
+    if not moved:
+        return False
     if serving.stage is not None:
         serving.stage.redirected += moved
     log.info("cooperative source: %d queued request(s) redirected", moved)
+    return True

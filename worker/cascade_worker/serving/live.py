@@ -128,7 +128,7 @@ class LiveScaleUp:
         if await serving.start_stage(store, serving.options()) and role.server is not None:
             role.server.on_session_end = self._end_stage
             if self.cooperative:
-                role.server.on_first_work = lambda: redirect_queued(serving)
+                role.server.on_work = lambda: redirect_queued(serving)
             log.info("live scale-up: stage %s of %s listens", list(seat.layers), seat.members)
 
     async def _prepare(self, seat: Seat) -> Prepared | None:
