@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 import openai
 import pytest
 from gateway_fakes import MODEL, FakeWorker, Running, gateway_config, run_with, running, sse_events
+from waiting import until
 
 from cascade_gateway import upstream
 from cascade_gateway.main import build_app
@@ -38,12 +38,6 @@ async def post(
         text = await resp.text()
         data = json.loads(text) if resp.content_type == "application/json" else text
         return resp.status, data, resp
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
 
 
 def test_full_queue_answers_429_with_retry_after() -> None:

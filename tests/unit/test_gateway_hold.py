@@ -20,6 +20,7 @@ import openai
 import pytest
 from aiohttp.test_utils import TestServer
 from gateway_fakes import MODEL, FakeWorker, Running, running, sse_events
+from waiting import until
 
 from cascade_gateway.discovery import Discovered
 from cascade_protocol.gateway_load import GatewayLoad
@@ -31,12 +32,6 @@ pytestmark = pytest.mark.timeout(60)
 
 COMPLETION = {"model": MODEL, "prompt": "hi", "max_tokens": 2}
 KEEPALIVE = ": keep-alive"
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
 
 
 @asynccontextmanager

@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from multicast_harness import BLOCK_BYTES, BLOCKS, FAST, run_plan
+from waiting import until
 
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.multicast import MulticastNode
@@ -23,17 +24,9 @@ pytestmark = [pytest.mark.timeout(90), pytest.mark.ucx]
 SLOW_SOURCE = replace(FAST, rate_bytes_per_s=4e6)
 
 
-async def wait_for(predicate: object, timeout: float = 10.0) -> None:
-    assert callable(predicate)
-    give_up = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < give_up, "condition not reached"
-        await asyncio.sleep(0.005)
-
-
 def test_receiver_killed_mid_chain_downstream_reattaches_and_completes() -> None:
     async def kill_t0(nodes: dict[str, MulticastNode], stores: dict[str, BlockStore]) -> None:
-        await wait_for(lambda: len(stores["t0"].held()) >= 2)
+        await until(lambda: len(stores["t0"].held()) >= 2, 10, "t0 to hold 2 blocks")
         await nodes["t0"].kill()
 
     run = run_plan(
@@ -81,7 +74,7 @@ def test_transfer_that_cannot_finish_reports_missing_blocks_in_bounded_time() ->
 
         for pod in ("t0", "t1", "t2"):
             nodes[pod].on_result = note
-        await wait_for(lambda: len(stores["t0"].held()) >= 2)
+        await until(lambda: len(stores["t0"].held()) >= 2, 10, "t0 to hold 2 blocks")
         t_kill.append(time.monotonic())
         await nodes["s0"].kill()
 
@@ -99,7 +92,7 @@ def test_transfer_that_cannot_finish_reports_missing_blocks_in_bounded_time() ->
 
 def test_binomial_sender_dies_receivers_fall_back_to_the_source() -> None:
     async def kill_t0(nodes: dict[str, MulticastNode], stores: dict[str, BlockStore]) -> None:
-        await wait_for(lambda: len(stores["t0"].held()) >= 1)
+        await until(lambda: len(stores["t0"].held()) >= 1, 10, "t0 to hold a block")
         await nodes["t0"].kill()
 
     opts = {"s0": SLOW_SOURCE} | {f"t{i}": FAST for i in range(7)}
@@ -112,7 +105,7 @@ def test_binomial_sender_dies_receivers_fall_back_to_the_source() -> None:
 def test_node_survives_garbage_and_out_of_turn_frames() -> None:
     async def attack(nodes: dict[str, MulticastNode], stores: dict[str, BlockStore]) -> None:
         victim = nodes["t0"]
-        await wait_for(lambda: victim.server._listener is not None)
+        await until(lambda: victim.server._listener is not None, 10, "the victim to listen")
         pool = EndpointPool(CODEC, connect_timeout_s=2)
         try:
             address = victim.server.address

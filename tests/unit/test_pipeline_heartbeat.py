@@ -12,13 +12,13 @@ the dead head: its connection stays open) loses the session.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 from engine_harness import make_model
 
+from cascade_dev.testing import holds_for, wait_for
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
 from cascade_worker.engine.kv_blocks import CacheConfig
@@ -31,15 +31,6 @@ from cascade_worker.pipeline.server import StageServer
 pytestmark = [pytest.mark.timeout(120), pytest.mark.ucx, pytest.mark.usefixtures("one_ucx_loop")]
 
 SILENCE_S = 0.8
-
-
-def until(check: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def test_a_silent_head_loses_its_stage_and_a_live_one_keeps_it(tmp_path: Path) -> None:
@@ -67,19 +58,24 @@ def test_a_silent_head_loses_its_stage_and_a_live_one_keeps_it(tmp_path: Path) -
         beating = chain(SILENCE_S / 8)
         loop.run(beating.attach(2, config.num_layers), timeout=30)
         assert server.attached
-        time.sleep(SILENCE_S * 3)  # three silences' worth: the heartbeats keep it
-        assert server.attached and ended == [] and beating.error is None
+        holds_for(
+            "the beating head keeps its stage",  # three silences' worth
+            lambda: server.attached and ended == [] and beating.error is None,
+            SILENCE_S * 3,
+            every=0.05,
+        )
         loop.run(beating.detach(), timeout=30)
-        assert until(lambda: not server.attached, 5) and len(ended) == 1
+        wait_for("the detached stage to end", lambda: not server.attached, 5, every=0.05)
+        assert len(ended) == 1
 
         silent = chain(3600.0)  # attached, connection open, never a heartbeat
         loop.run(silent.attach(2, config.num_layers), timeout=30)
         attached_at = time.monotonic()
         assert server.attached
-        assert until(lambda: not server.attached, SILENCE_S * 5), "the silent head kept it"
+        wait_for("the silent head to lose it", lambda: not server.attached, SILENCE_S * 5, 0.05)
         assert len(ended) == 2 and ended[1] - attached_at >= SILENCE_S * 0.9
         # Its connection closed: the head learns it lost the stage.
-        assert until(lambda: silent.error is not None, 5)
+        wait_for("the head to learn it", lambda: silent.error is not None, 5, every=0.05)
         assert "pipeline stage 1" in str(silent.error)
         loop.run(silent.detach(), timeout=30)
     finally:

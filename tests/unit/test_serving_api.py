@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 import pytest
 from serving_harness import Factory, request, run, worker
+from waiting import until
 
 from cascade_worker.serving import api
 
@@ -183,11 +183,3 @@ def test_load_report() -> None:
             assert doc["tokens_per_s"] > 0 and doc["waiting"] == doc["running"] == 0
 
     run(go)
-
-
-async def until(condition: Any, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, "condition never held"
-        await asyncio.sleep(0.01)

@@ -10,6 +10,7 @@ import socket
 import time
 
 import pytest
+from waiting import until
 
 from cascade_protocol.peer_auth import MULTICAST
 from cascade_worker.access.refusals import REFUSED, count
@@ -29,12 +30,6 @@ BOUND_S = 1.0
 async def echo_frames(ep: Endpoint[FrameT]) -> None:
     while True:
         await ep.send_frame(await ep.recv_frame())
-
-
-async def until(check: object, timeout: float) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():  # type: ignore[operator]
-            await asyncio.sleep(0.05)
 
 
 def peer_closed(s: socket.socket) -> bool:

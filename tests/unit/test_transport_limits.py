@@ -10,6 +10,7 @@ import contextlib
 import os
 
 import pytest
+from waiting import until
 
 from cascade_worker.multicast.frames import CODEC, Attach, FrameT
 from cascade_worker.transport.endpoint import Endpoint, TransportError
@@ -33,12 +34,6 @@ async def echo_frames(ep: Endpoint[FrameT]) -> None:
     while True:
         frame = await ep.recv_frame()
         await ep.send_frame(frame)
-
-
-async def until(check: object, timeout: float) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():  # type: ignore[operator]
-            await asyncio.sleep(0.05)
 
 
 def test_announced_frames_are_refused_before_allocation_and_memory_stays_bounded() -> None:

@@ -249,11 +249,12 @@ def test_bad_requests_are_400_naming_the_field(path: str, body: Any, field: str)
 
 
 def test_conflicts_are_409(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The first load must still run when the second request arrives: slow it down.
+    # The first load must still run when the second request arrives: it waits for it.
     real = BlockStore.from_model_dir.__func__  # type: ignore[attr-defined]
+    second_asked = threading.Event()
 
     def slow_load(cls: type[BlockStore], path: Path, blocks: int, **kw: Any) -> BlockStore:
-        time.sleep(1.0)
+        assert second_asked.wait(30), "the second load request never came"
         store: BlockStore = real(cls, path, blocks, **kw)
         return store
 
@@ -271,6 +272,7 @@ def test_conflicts_are_409(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> 
             status, _ = await a.call("POST", "/v1/control/load", {})
             assert status == 202
             status, doc = await a.call("POST", "/v1/control/load", {})
+            second_asked.set()
             assert status == 409 and "busy" in doc["error"]
             await a.wait_phase("ready")
             # A transfer that keeps the worker busy (its peer never shows up) blocks others.

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
-from collections.abc import Callable
 
 import pytest
 from prometheus_client import CollectorRegistry
 from serving_harness import Factory, FakeCore, request, run, worker
+from waiting import until
 
 from cascade_autoscaler.batch_size import BatchLimits
 from cascade_protocol.generate import GenerateRequest, RequestClass
@@ -283,13 +282,6 @@ def test_batch_control_applies_the_cap_and_exports_backpressure() -> None:
         assert engine.set_max_batch(2) is False
 
     run(go)
-
-
-async def until(done: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.005)
 
 
 def test_the_worker_runs_it_with_adaptive_batch_on_and_stops_it_on_drain() -> None:
