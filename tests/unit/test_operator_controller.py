@@ -4,58 +4,17 @@ changed, and blocksLoaded from each worker's own status."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from operator_fixtures import REF, FakeCluster, FakeWorkers, md_body
+from controller_world import B, conditions, reconcile, run_pod, serving, status, world
+from operator_fixtures import REF, FakeCluster
 
 from cascade_api import constants as c
 from cascade_api.base import utcnow
 from cascade_operator.builders import worker_selector
-from cascade_operator.config import OperatorConfig
-from cascade_operator.controller import Controller
 from cascade_operator.host_copies import host_copy_selector
 from cascade_operator.node_loss import lost_nodes
 from cascade_operator.peer_secret import token_of
 from cascade_protocol.peer_auth import GENERATE_KEY, secret_name, token_env
 from cascade_protocol.status import WorkerStatus
-
-B = 8
-
-
-def world(replicas: int, **spec: Any) -> tuple[Controller, FakeCluster, FakeWorkers]:
-    cluster, workers = FakeCluster(), FakeWorkers()
-    cluster.add(c.MD_KIND, md_body(replicas, **spec))
-    controller = Controller(cluster, OperatorConfig(), workers)  # type: ignore[arg-type]
-    return controller, cluster, workers
-
-
-def serving(pod: str) -> WorkerStatus:
-    """A worker that holds all B blocks of model m1 and serves them."""
-    return WorkerStatus(
-        pod=pod, phase="ready", engine="serving", model_digest="m1", blocks_loaded=B, blocks_total=B
-    )
-
-
-def reconcile(controller: Controller) -> None:
-    controller.reconcile(REF.namespace, REF.name)
-
-
-def status(cluster: FakeCluster) -> dict[str, Any]:
-    body = cluster.get_md(REF.namespace, REF.name)
-    assert body is not None
-    return dict(body.get("status") or {})
-
-
-def run_pod(cluster: FakeCluster, name: str, ip: str, *, ready: bool) -> None:
-    """What the kubelet does: place the pod, start it, report readiness."""
-    pod = cluster.objects[("Pod", REF.namespace, name)]
-    pod["spec"]["nodeName"] = "n" + name.rsplit("-", 1)[-1]
-    ready_cond = {"type": "Ready", "status": "True" if ready else "False"}
-    pod["status"] = {"phase": "Running", "podIP": ip, "conditions": [ready_cond]}
-
-
-def conditions(cluster: FakeCluster) -> dict[str, dict[str, Any]]:
-    return {cond["type"]: cond for cond in status(cluster)["conditions"]}
 
 
 def test_first_reconcile_creates_pods_gateway_and_a_status() -> None:

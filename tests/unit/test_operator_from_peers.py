@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller_world import serving, world
 from operator_fixtures import REF, FakeCluster, FakeWorkers
-from test_operator_controller import serving, world
 
 from cascade_operator.controller import Controller
 from cascade_operator.instances import start_modes

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from controller_world import reconcile, run_pod, serving, status, world
 from operator_fixtures import MODEL_URI, REF, md, pod
-from test_operator_controller import reconcile, run_pod, serving, status, world
 
 from cascade_api import constants as c
 from cascade_operator.builders import worker_selector

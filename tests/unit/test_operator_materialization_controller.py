@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from controller_world import reconcile, run_pod, serving, status, world
 from kubernetes.client.exceptions import ApiException
 from operator_fixtures import REF, FakeCluster
-from test_operator_controller import reconcile, run_pod, serving, status, world
 
 from cascade_api import constants as c
 from cascade_operator.clients.kube import Cluster, KubeRefusal

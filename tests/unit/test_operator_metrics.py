@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from controller_world import reconcile, run_pod, serving, world
 from operator_fixtures import REF, pod
 from prometheus_client import CollectorRegistry, generate_latest
-from test_operator_controller import reconcile, run_pod, serving, world
 
 from cascade_api.scaleplan import PlanPhase, PlanStrategy, ScalePlanSpec, ScalePlanStatus
 from cascade_autoscaler.cause import Cause
