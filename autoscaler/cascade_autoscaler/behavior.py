@@ -40,12 +40,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
 
-from cascade_api.scaling import (
-    PolicyType,
-    ScalingBehavior,
-    ScalingRules,
-    SelectPolicy,
-)
+from cascade_api.scaling import PolicyType, ScalingBehavior, ScalingRules, SelectPolicy
 
 DEFAULT_SCALE_UP_WINDOW_S = 0
 DEFAULT_SCALE_DOWN_WINDOW_S = 300
@@ -225,7 +220,7 @@ def _rate_and_bounds(
     now: float,
 ) -> tuple[int, Reason]:
     if desired > current:
-        rate = max(_up_limit(events, current, up, now), current)
+        rate = max(_limit(events, current, up, now, up=True), current)
         ceiling, why = (
             (rate, Reason.SCALE_UP_LIMIT)
             if max_replicas > rate
@@ -234,7 +229,7 @@ def _rate_and_bounds(
         if desired > ceiling:
             return ceiling, why
     elif desired < current:
-        rate = min(_down_limit(events, current, down, now), current)
+        rate = min(_limit(events, current, down, now, up=False), current)
         floor, why = (
             (rate, Reason.SCALE_DOWN_LIMIT)
             if min_replicas < rate
@@ -250,30 +245,22 @@ def _period_start(events: tuple[ScaleEvent, ...], current: int, period_s: int, n
     return current - sum(e.change for e in events if e.at > now - period_s)
 
 
-def _up_limit(events: tuple[ScaleEvent, ...], current: int, rules: Rules, now: float) -> int:
+def _limit(events: tuple[ScaleEvent, ...], current: int, rules: Rules, now: float, up: bool) -> int:
+    """The furthest `rules` let replicas go from `current`, up or down: each policy
+    proposes from where its period started; Min picks the least move, Max the most."""
     if rules.select == SelectPolicy.DISABLED:
         return current
     proposals = []
     for policy in rules.policies:
         start = _period_start(events, current, policy.period_s, now)
         if policy.type == PolicyType.PODS:
-            proposals.append(start + policy.value)
-        else:  # float64 as upstream, rounded up so that a small Percent still moves
+            proposals.append(start + policy.value if up else start - policy.value)
+        elif up:  # float64 as upstream, rounded up so that a small Percent still moves
             proposals.append(math.ceil(start * (1 + policy.value / 100)))
-    return min(proposals) if rules.select == SelectPolicy.MIN else max(proposals)
-
-
-def _down_limit(events: tuple[ScaleEvent, ...], current: int, rules: Rules, now: float) -> int:
-    if rules.select == SelectPolicy.DISABLED:
-        return current
-    proposals = []
-    for policy in rules.policies:
-        start = _period_start(events, current, policy.period_s, now)
-        if policy.type == PolicyType.PODS:
-            proposals.append(start - policy.value)
-        else:  # float64 as upstream, truncated toward zero like Go's int32()
+        else:  # truncated toward zero like Go's int32()
             proposals.append(int(start * (1 - policy.value / 100)))
-    return max(proposals) if rules.select == SelectPolicy.MIN else min(proposals)
+    least = rules.select == SelectPolicy.MIN
+    return min(proposals) if least == up else max(proposals)
 
 
 def _pruned(state: BehaviorState, up: Rules, down: Rules, now: float) -> BehaviorState:

@@ -23,15 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cascade_dev import (
-    cgroups,
-    controlplane,
-    monitor,
-    netlinks,
-    processes,
-    reconcile,
-    toolchain,
-)
+from cascade_dev import cgroups, controlplane, monitor, netlinks, processes, reconcile, toolchain
 from cascade_dev.clusterdiff import AgentRestarted, diff
 from cascade_dev.controlplane import CONTROLLER_MANAGER
 from cascade_dev.kubeapi import KubeApi

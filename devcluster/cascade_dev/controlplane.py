@@ -104,38 +104,37 @@ def audit_policy(paths: StatePaths) -> Path:
     return path
 
 
-def controller_manager_argv(paths: StatePaths, pki: Pki, bin_dir: Path) -> list[str]:
-    kubeconfig = paths.pki / "controller-manager.kubeconfig"
+def _component_argv(binary: Path, kubeconfig: Path, *flags: str) -> list[str]:
+    """A controller-manager's or scheduler's command line: its kubeconfig for the API
+    and for the delegated authn/authz, no serving port, no leader election."""
     return [
-        str(bin_dir / CONTROLLER_MANAGER),
+        str(binary),
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1",
         "--port=0",
         "--leader-elect=false",
+        *flags,
+        "--v=1",
+    ]
+
+
+def controller_manager_argv(paths: StatePaths, pki: Pki, bin_dir: Path) -> list[str]:
+    return _component_argv(
+        bin_dir / CONTROLLER_MANAGER,
+        paths.pki / "controller-manager.kubeconfig",
         "--use-service-account-credentials=true",
         f"--service-account-private-key-file={pki.sa_key}",
         f"--root-ca-file={pki.crt('ca')}",
         f"--cluster-signing-cert-file={pki.crt('ca')}",
         f"--cluster-signing-key-file={pki.key('ca')}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
-        "--v=1",
-    ]
+    )
 
 
 def scheduler_argv(paths: StatePaths, bin_dir: Path) -> list[str]:
-    kubeconfig = paths.pki / "scheduler.kubeconfig"
-    return [
-        str(bin_dir / SCHEDULER),
-        f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1",
-        "--port=0",
-        "--leader-elect=false",
-        "--v=1",
-    ]
+    return _component_argv(bin_dir / SCHEDULER, paths.pki / "scheduler.kubeconfig")
 
 
 def _port_open(port: int) -> bool:

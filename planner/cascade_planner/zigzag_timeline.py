@@ -25,14 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cascade_planner.zigzag import (
-    EPS,
-    Schedule,
-    best_effort,
-    layer_arrival,
-    solve,
-    unit_weights,
-)
+from cascade_planner.zigzag import EPS, Schedule, best_effort, layer_arrival, solve, unit_weights
 
 
 class PendingQueue:

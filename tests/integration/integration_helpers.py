@@ -176,6 +176,13 @@ class Namespace:
         """kubectl apply a ModelDeployment of the checkpoint at `model` (file:// URI)."""
         self.apply(model_deployment(name, replicas, model=model))
 
+    def serve_model(
+        self, name: str, replicas: int, model: Path = EXAMPLE_MODEL, timeout: float = 240
+    ) -> None:
+        """`apply_model`, then wait until its `replicas` instances are Ready."""
+        self.apply_model(name, replicas, model)
+        self.wait_ready(name, replicas, timeout)
+
     def wait_ready(self, md: str, n: int, timeout: float = 240, what: str = "") -> None:
         """Wait until `md` has exactly `n` Ready worker pods; fail naming `what`."""
         what = what or f"{n} instance{'s' if n != 1 else ''} of {md} Ready"

@@ -18,13 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from integration_helpers import (
-    Namespace,
-    generated,
-    model_deployment,
-    pod_ready,
-    small_model,
-)
+from integration_helpers import Namespace, generated, model_deployment, pod_ready, small_model
 
 from cascade_api.constants import WORKER_PORT
 from cascade_dev.testing import wait_for

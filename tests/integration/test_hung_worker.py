@@ -23,12 +23,7 @@ from typing import Any
 
 import openai
 import pytest
-from integration_helpers import (
-    Namespace,
-    container_pid,
-    process_tree,
-    real_model_served,
-)
+from integration_helpers import Namespace, container_pid, process_tree, real_model_served
 from real_model import PROMPTS
 
 from cascade_dev.testing import DevCluster, wait_for

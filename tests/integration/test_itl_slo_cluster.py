@@ -39,12 +39,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from integration_helpers import (
-    Namespace,
-    auth_headers,
-    model_deployment,
-    namespace_with_operator,
-)
+from integration_helpers import Namespace, auth_headers, model_deployment, namespace_with_operator
 from integration_helpers import http as json_request
 from itl_load import (
     CAL_SLO_MS,

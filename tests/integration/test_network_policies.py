@@ -18,13 +18,7 @@ import subprocess
 from typing import Any
 
 import pytest
-from integration_helpers import (
-    Namespace,
-    complete,
-    container_pid,
-    proc_status,
-    process_tree,
-)
+from integration_helpers import Namespace, complete, container_pid, proc_status, process_tree
 
 from cascade_api.constants import DATA_PORT, GATEWAY_PORT, WORKER_PORT
 from cascade_dev.testing import DevCluster, wait_for
@@ -132,8 +126,7 @@ def test_another_namespace_cannot_reach_the_workers_but_the_deployment_can(
     cluster: Namespace, dev_cluster: DevCluster
 ) -> None:
     ns = cluster
-    ns.apply_model(MD, 2)
-    ns.wait_ready(MD, 2)
+    ns.serve_model(MD, 2)
     wait_for("the NetworkPolicies", lambda: names(ns) == POLICIES, timeout=60)
     first, second = ns.ready_pods(MD)
     worker_ip = first["status"]["podIP"]

@@ -36,8 +36,7 @@ def test_an_instance_on_a_silent_node_is_replaced_within_a_bound(
     cluster: Namespace, dev_cluster: DevCluster
 ) -> None:
     ns = cluster
-    ns.apply_model(MD, 2)
-    ns.wait_ready(MD, 2)
+    ns.serve_model(MD, 2)
     victim = ns.ready_pods(MD)[0]
     node, uid = victim["spec"]["nodeName"], victim["metadata"]["uid"]
     began = time.monotonic()

@@ -58,8 +58,7 @@ def until(what: str, url: str, test: Callable[[dict[str, Any]], bool]) -> dict[s
 
 
 def test_three_process_pipeline_returns_one_process_tokens(cluster: Namespace) -> None:
-    cluster.apply_model(MD, 3)
-    cluster.wait_ready(MD, 3)
+    cluster.serve_model(MD, 3)
     ips = [p["status"]["podIP"] for p in cluster.ready_pods(MD)]
     head, *stages = [f"http://{ip}:{WORKER_PORT}" for ip in ips]
     assert status(head)["layers"] == [0, 4]  # the example model has 4 decoder layers

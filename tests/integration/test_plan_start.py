@@ -111,8 +111,7 @@ def test_the_first_plan_starts_soon_after_its_first_target_answers(
     cluster: Namespace,
 ) -> None:
     ns = cluster
-    ns.apply_model(MD, 1)
-    ns.wait_ready(MD, 1)
+    ns.serve_model(MD, 1)
     began, scaled_at = time.monotonic(), time.time()
     ns.kubectl("scale", f"md/{MD}", "--replicas=6")
     targets = {f"{MD}-{i}" for i in range(1, 6)}

@@ -82,8 +82,7 @@ def test_a_replay_across_one_four_one_loses_no_request(
     cluster: Namespace, dev_cluster: DevCluster
 ) -> None:
     ns = cluster
-    ns.apply_model(MD, 1)
-    ns.wait_ready(MD, 1)
+    ns.serve_model(MD, 1)
     url = dev_cluster.url(f"{ns.ns}/{MD}-gateway")
     began = time.monotonic()
     failures, wide_s, most = asyncio.run(replay(url, ns))

@@ -53,8 +53,7 @@ def four(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> I
     with namespace_with_operator(
         dev_cluster, "cascade-shrink", tmp_path_factory.mktemp("shrink")
     ) as ns:
-        ns.apply_model(MD, replicas=4)
-        ns.wait_ready(MD, 4, 300)
+        ns.serve_model(MD, 4, timeout=300)
         yield ns
 
 

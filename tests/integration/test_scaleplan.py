@@ -95,8 +95,7 @@ def report(plan: dict[str, Any]) -> None:
 
 
 def start_one(ns: Namespace) -> list[int]:
-    ns.apply_model(MD, 1)
-    ns.wait_ready(MD, 1, 180)
+    ns.serve_model(MD, 1, timeout=180)
     first = ns.ready_pods(MD)[0]
     assert serve_mode(first) == "1"  # no holder anywhere: the first loads from storage
     return tokens(first)

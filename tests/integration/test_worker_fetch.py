@@ -26,8 +26,7 @@ MD = "fetcher"
 
 def test_pod_fetches_model_from_peer_pod(cluster: Namespace, tmp_path: Path) -> None:
     model = small_model()
-    cluster.apply_model(MD, 2, model)
-    cluster.wait_ready(MD, 2, 180)
+    cluster.serve_model(MD, 2, model, 180)
     src, dst = cluster.ready_pods(MD)
     a = f"http://{src['status']['podIP']}:{WORKER_PORT}"
     b = f"http://{dst['status']['podIP']}:{WORKER_PORT}"

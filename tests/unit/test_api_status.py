@@ -13,24 +13,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
+from cascade_api import scaleplan as sp
 from cascade_api.base import Condition, ConditionStatus, set_condition, utcnow
 from cascade_api.modeldeployment import ModelDeploymentStatus
-from cascade_api.scaleplan import (
-    Block,
-    BlockOrder,
-    Chain,
-    ExecutionPipeline,
-    PlanPhase,
-    PlanStrategy,
-    ScalePlanSpec,
-    ScalePlanStatus,
-    Source,
-    SourceTier,
-    Stage,
-    Step,
-    TargetProgress,
-    Transfer,
-)
 
 T0 = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)
@@ -114,31 +99,33 @@ def test_condition_serializes_like_metav1() -> None:
     assert Condition.model_validate(api) == c
 
 
-def full_plan_spec() -> ScalePlanSpec:
-    return ScalePlanSpec(
+def full_plan_spec() -> sp.ScalePlanSpec:
+    return sp.ScalePlanSpec(
         deployment="llama",
         model_digest="sha256:abc",
         blocks=[
-            Block(index=i, layer_start=2 * i, layer_end=2 * i + 2, bytes=1 << 20, checksum=f"c{i}")
+            sp.Block(
+                index=i, layer_start=2 * i, layer_end=2 * i + 2, bytes=1 << 20, checksum=f"c{i}"
+            )
             for i in range(4)
         ],
         sources=[
-            Source(pod="llama-w-0", tier=SourceTier.GPU),
-            Source(pod="llama-w-1", tier=SourceTier.HOST),
+            sp.Source(pod="llama-w-0", tier=sp.SourceTier.GPU),
+            sp.Source(pod="llama-w-1", tier=sp.SourceTier.HOST),
         ],
         targets=["llama-w-2", "llama-w-3", "llama-w-4"],
-        strategy=PlanStrategy.BINOMIAL,
-        chains=[Chain(source="llama-w-0", hops=["llama-w-2", "llama-w-3"], blocks=[0, 1])],
+        strategy=sp.PlanStrategy.BINOMIAL,
+        chains=[sp.Chain(source="llama-w-0", hops=["llama-w-2", "llama-w-3"], blocks=[0, 1])],
         schedule=[
-            Step(transfers=[Transfer(sender="llama-w-0", receiver="llama-w-2", block=0)]),
-            Step(transfers=[Transfer(sender="llama-w-2", receiver="llama-w-3", block=0)]),
+            sp.Step(transfers=[sp.Transfer(sender="llama-w-0", receiver="llama-w-2", block=0)]),
+            sp.Step(transfers=[sp.Transfer(sender="llama-w-2", receiver="llama-w-3", block=0)]),
         ],
-        block_orders=[BlockOrder(source="llama-w-0", order=[0, 1, 2, 3])],
+        block_orders=[sp.BlockOrder(source="llama-w-0", order=[0, 1, 2, 3])],
         execution_pipelines=[
-            ExecutionPipeline(
+            sp.ExecutionPipeline(
                 stages=[
-                    Stage(pod="llama-w-2", layer_start=0, layer_end=4),
-                    Stage(pod="llama-w-3", layer_start=4, layer_end=8),
+                    sp.Stage(pod="llama-w-2", layer_start=0, layer_end=4),
+                    sp.Stage(pod="llama-w-3", layer_start=4, layer_end=8),
                 ]
             )
         ],
@@ -164,23 +151,23 @@ def test_scale_plan_spec_round_trips() -> None:
         "checksum": "c1",
     }
     assert api["sources"][1]["tier"] == "host"
-    assert ScalePlanSpec.model_validate(api) == spec
+    assert sp.ScalePlanSpec.model_validate(api) == spec
 
 
 def test_scale_plan_status_round_trips() -> None:
-    status = ScalePlanStatus(
-        phase=PlanPhase.RUNNING,
+    status = sp.ScalePlanStatus(
+        phase=sp.PlanPhase.RUNNING,
         target_count=3,
         progress="1/3",
         targets=[
-            TargetProgress(
+            sp.TargetProgress(
                 pod="llama-w-2",
                 blocks_received=4,
                 bytes_received=4 << 20,
                 complete=True,
                 first_complete_time=T1,
             ),
-            TargetProgress(pod="llama-w-3", blocks_received=1, bytes_received=1 << 20),
+            sp.TargetProgress(pod="llama-w-3", blocks_received=1, bytes_received=1 << 20),
         ],
         bytes_moved=5 << 20,
         start_time=T0,
@@ -190,12 +177,12 @@ def test_scale_plan_status_round_trips() -> None:
     assert json.loads(json.dumps(api)) == api
     assert api["phase"] == "Running" and api["targetCount"] == 3
     assert "completionTime" not in api, "unset optionals are left out"
-    assert ScalePlanStatus.model_validate(api) == status
+    assert sp.ScalePlanStatus.model_validate(api) == status
 
 
 def test_scale_plan_rejects_bad_shapes() -> None:
     base = full_plan_spec().to_api()
     for field, bad in [("strategy", "star"), ("chains", [{"source": "a", "hops": []}])]:
         with pytest.raises(ValidationError) as err:
-            ScalePlanSpec.model_validate({**base, field: bad})
+            sp.ScalePlanSpec.model_validate({**base, field: bad})
         assert err.value.errors()[0]["loc"][0] == field

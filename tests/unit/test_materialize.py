@@ -16,11 +16,7 @@ from engine_harness import drain, greedy, make_model, request, token_ids
 
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_planner.spec import plan_spec
-from cascade_protocol.materialize import (
-    MaterializationKey,
-    MaterializationState,
-    MaterializedState,
-)
+from cascade_protocol.materialize import MaterializationKey, MaterializationState, MaterializedState
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.control.artifacts import (
     choose,

@@ -17,13 +17,7 @@ from cascade_operator.autoscale.roles import relabel
 from cascade_operator.autoscale.tick import Autoscaler
 from cascade_operator.config import OperatorConfig
 from cascade_operator.controller import Controller
-from cascade_protocol.gateway_load import (
-    BackendLoad,
-    ClassLoad,
-    Demand,
-    GatewayLoad,
-    QueuedBatch,
-)
+from cascade_protocol.gateway_load import BackendLoad, ClassLoad, Demand, GatewayLoad, QueuedBatch
 from cascade_protocol.roles import InstanceRole
 
 INTER, M, B = InstanceRole.INTERACTIVE, InstanceRole.MIXED, InstanceRole.BATCH

@@ -10,17 +10,7 @@ from operator_fixtures import NOW as T0
 from operator_fixtures import worker
 
 from cascade_api import constants as c
-from cascade_api.scaleplan import (
-    Block,
-    Chain,
-    PlanPhase,
-    PlanStrategy,
-    ScalePlanSpec,
-    ScalePlanStatus,
-    Source,
-    SourceTier,
-    TargetProgress,
-)
+from cascade_api import scaleplan as sp
 from cascade_operator.observed import PodView
 from cascade_operator.weights.orders import transfer_orders
 from cascade_operator.weights.plans import PlanView, plan_name, plan_selector
@@ -29,16 +19,17 @@ from cascade_operator.weights.workers import WorkerView
 from cascade_protocol.status import WorkerStatus
 
 POLICY = PlanPolicy()
-SPEC = ScalePlanSpec(
+SPEC = sp.ScalePlanSpec(
     deployment="llama",
     model_digest="m1",
     blocks=[
-        Block(index=i, layer_start=i, layer_end=i + 1, bytes=100, checksum="x") for i in range(10)
+        sp.Block(index=i, layer_start=i, layer_end=i + 1, bytes=100, checksum="x")
+        for i in range(10)
     ],
-    sources=[Source(pod="s", tier=SourceTier.GPU)],
+    sources=[sp.Source(pod="s", tier=sp.SourceTier.GPU)],
     targets=["a", "b"],
-    strategy=PlanStrategy.CHAIN,
-    chains=[Chain(source="s", hops=["a", "b"])],
+    strategy=sp.PlanStrategy.CHAIN,
+    chains=[sp.Chain(source="s", hops=["a", "b"])],
 )
 
 
@@ -108,7 +99,7 @@ def test_aggregate_counts_only_this_plans_blocks_and_keeps_completion() -> None:
         "a": w("a", phase="ready", model_digest="m1", blocks_loaded=10, blocks_total=10),
         "b": w("b", phase="transferring", model_digest="m1", blocks_loaded=4, bytes_received=400),
     }
-    status = aggregate(SPEC, ScalePlanStatus(phase=PlanPhase.RUNNING), workers, T0)
+    status = aggregate(SPEC, sp.ScalePlanStatus(phase=sp.PlanPhase.RUNNING), workers, T0)
     assert status.progress == "1/2" and status.target_count == 2
     assert [(t.pod, t.blocks_received, t.complete) for t in status.targets] == [
         ("a", 10, True),
@@ -120,7 +111,7 @@ def test_aggregate_counts_only_this_plans_blocks_and_keeps_completion() -> None:
     assert later.targets[0] == status.targets[0]
     # Blocks of another model (an idle worker holding something else) are not progress.
     other = {"b": w("b", phase="idle", model_digest="m0", blocks_loaded=3)}
-    assert aggregate(SPEC, ScalePlanStatus(), other, T0).targets[1].blocks_received == 0
+    assert aggregate(SPEC, sp.ScalePlanStatus(), other, T0).targets[1].blocks_received == 0
 
 
 def test_measured_completion_is_the_slowest_targets_own_clock() -> None:
@@ -131,7 +122,7 @@ def test_measured_completion_is_the_slowest_targets_own_clock() -> None:
     sent = {"role": "source", "complete": True, "complete_s": 0.0}
     assert of(pod_body("s"), held | {"last_transfer": sent}).transfer_s is None
     b_busy = w("b", phase="transferring", model_digest="m1", blocks_loaded=4)
-    status = aggregate(SPEC, ScalePlanStatus(), {"a": a, "b": b_busy}, T0)
+    status = aggregate(SPEC, sp.ScalePlanStatus(), {"a": a, "b": b_busy}, T0)
     assert status.targets[0].transfer_seconds == 2.5
     assert status.measured_completion_seconds is None  # b still receives
     b = w("b", phase="ready", model_digest="m1", blocks_loaded=10, blocks_total=10, transfer_s=3.0)
@@ -139,14 +130,14 @@ def test_measured_completion_is_the_slowest_targets_own_clock() -> None:
     assert done.measured_completion_seconds == 3.0
     # A hop that held every block while still forwarding: complete first, measured later.
     forwarding = w("a", phase="transferring", model_digest="m1", blocks_loaded=10, blocks_total=10)
-    early = aggregate(SPEC, ScalePlanStatus(), {"a": forwarding, "b": b}, T0)
+    early = aggregate(SPEC, sp.ScalePlanStatus(), {"a": forwarding, "b": b}, T0)
     assert early.targets[0].complete and early.measured_completion_seconds is None
     assert aggregate(SPEC, early, {"a": a, "b": b}, T0).measured_completion_seconds == 3.0
 
 
 def test_start_delay_from_the_first_answer_to_the_first_byte() -> None:
     t0 = T0.timestamp()
-    running = ScalePlanStatus(phase=PlanPhase.RUNNING, start_time=T0)
+    running = sp.ScalePlanStatus(phase=sp.PlanPhase.RUNNING, start_time=T0)
     a = w("a", phase="transferring", model_digest="m1", listening_at=t0 - 0.5)
     b = w("b", phase="transferring", model_digest="m1", listening_at=t0 - 0.2)
     status = aggregate(SPEC, running, {"a": a, "b": b}, T0)
@@ -173,19 +164,21 @@ def test_start_delay_from_the_first_answer_to_the_first_byte() -> None:
     assert aggregate(SPEC, running, stale, T0).first_byte_time is None
 
 
-def progress(a: int, b: int, phase: PlanPhase = PlanPhase.RUNNING) -> ScalePlanStatus:
+def progress(a: int, b: int, phase: sp.PlanPhase = sp.PlanPhase.RUNNING) -> sp.ScalePlanStatus:
     targets = [
-        TargetProgress(pod="a", blocks_received=a),
-        TargetProgress(pod="b", blocks_received=b),
+        sp.TargetProgress(pod="a", blocks_received=a),
+        sp.TargetProgress(pod="b", blocks_received=b),
     ]
-    return ScalePlanStatus(phase=phase, progress="0/2", targets=targets)
+    return sp.ScalePlanStatus(phase=phase, progress="0/2", targets=targets)
 
 
 def test_throttle() -> None:
     last = T0
     soon, later = T0 + timedelta(seconds=1), T0 + timedelta(seconds=POLICY.patch_interval_s)
 
-    def check(old: ScalePlanStatus, new: ScalePlanStatus, now: datetime, prev: Any = last) -> bool:
+    def check(
+        old: sp.ScalePlanStatus, new: sp.ScalePlanStatus, now: datetime, prev: Any = last
+    ) -> bool:
         return should_patch(old, new, SPEC, prev, now, POLICY)
 
     assert not check(progress(3, 0), progress(3, 0), later)  # nothing changed: never
@@ -193,7 +186,7 @@ def test_throttle() -> None:
     assert check(progress(3, 0), progress(4, 1), soon)  # 2 of 20: 10 %
     assert check(progress(3, 0), progress(4, 0), later)  # the interval passed
     assert check(progress(3, 0), progress(4, 0), soon, None)  # after a restart: once
-    assert check(progress(3, 0), progress(3, 0, PlanPhase.FAILED), soon)  # a phase change
+    assert check(progress(3, 0), progress(3, 0, sp.PlanPhase.FAILED), soon)  # a phase change
     done = progress(10, 0).model_copy(update={"progress": "1/2"})
     assert check(progress(9, 0), done, soon)  # a target completed
 
@@ -203,7 +196,7 @@ def test_transfer_orders_are_all_or_nothing() -> None:
     orders = transfer_orders("plan-1", SPEC, ready)
     assert orders is not None and [o.pod for o in orders] == ["s", "a", "b"]
     body = orders[1].body()
-    assert ScalePlanSpec.model_validate(body["plan"]) == SPEC
+    assert sp.ScalePlanSpec.model_validate(body["plan"]) == SPEC
     assert body["peers"] == {p: f"10.0.0.{i}:{c.DATA_PORT}" for i, p in enumerate("sab")}
     assert transfer_orders("plan-1", SPEC, {**ready, "b": w("b", ip=None)}) is None
     assert transfer_orders("plan-1", SPEC, {"s": ready["s"], "a": ready["a"]}) is None

@@ -12,13 +12,7 @@ from pathlib import Path
 
 import pytest
 from engine_harness import PROMPTS, greedy, make_model, request, token_ids
-from pipeline_harness import (
-    ENGINE,
-    LAYERS,
-    PROMPT_IDS,
-    reference_tokens,
-    stage_servers,
-)
+from pipeline_harness import ENGINE, LAYERS, PROMPT_IDS, reference_tokens, stage_servers
 
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig

@@ -15,20 +15,8 @@ from operator_fixtures import BLOCKS, REF, B, holder, md
 from operator_fixtures import NOW as T0
 from operator_fixtures import worker as idle
 
+from cascade_api import scaleplan as sp
 from cascade_api.modeldeployment import InstanceMode
-from cascade_api.scaleplan import (
-    Chain,
-    ExecutionPipeline,
-    PipelineState,
-    PipelineStatus,
-    PlanPhase,
-    PlanStrategy,
-    ScalePlanSpec,
-    ScalePlanStatus,
-    Source,
-    SourceTier,
-    Stage,
-)
 from cascade_operator.observed import PodView
 from cascade_operator.weights.lifecycle import PlansInput, decide_plans
 from cascade_operator.weights.plans import PlanView, pipelines, with_pipelines
@@ -38,36 +26,40 @@ from cascade_operator.weights.workers import WorkerView
 from cascade_planner import topology_from_nodes
 from cascade_protocol.status import ServingMode, WorkerStatus
 
-PLANNED, SERVING, DISSOLVED = PipelineState.PLANNED, PipelineState.SERVING, PipelineState.DISSOLVED
+PLANNED, SERVING, DISSOLVED = (
+    sp.PipelineState.PLANNED,
+    sp.PipelineState.SERVING,
+    sp.PipelineState.DISSOLVED,
+)
 TOPO = topology_from_nodes([{"metadata": {"name": f"n{i}"}} for i in range(8)])
 POLICY = PlanPolicy()
 START = T0.timestamp()  # the plan's status.startTime, as wall-clock seconds
 
 
-def two_stages(head: str, stage: str, ready: float) -> ExecutionPipeline:
-    return ExecutionPipeline(
+def two_stages(head: str, stage: str, ready: float) -> sp.ExecutionPipeline:
+    return sp.ExecutionPipeline(
         stages=[
-            Stage(pod=head, layer_start=0, layer_end=B // 2),
-            Stage(pod=stage, layer_start=B // 2, layer_end=B),
+            sp.Stage(pod=head, layer_start=0, layer_end=B // 2),
+            sp.Stage(pod=stage, layer_start=B // 2, layer_end=B),
         ],
         ready_seconds=ready,
     )
 
 
-SPEC = ScalePlanSpec(
+SPEC = sp.ScalePlanSpec(
     deployment="llama",
     model_digest="m1",
     blocks=BLOCKS,
-    sources=[Source(pod="llama-0", tier=SourceTier.GPU)],
+    sources=[sp.Source(pod="llama-0", tier=sp.SourceTier.GPU)],
     targets=["llama-1", "llama-2", "llama-3", "llama-4"],
-    strategy=PlanStrategy.CHAIN,
-    chains=[Chain(source="llama-0", hops=["llama-1", "llama-2", "llama-3", "llama-4"])],
+    strategy=sp.PlanStrategy.CHAIN,
+    chains=[sp.Chain(source="llama-0", hops=["llama-1", "llama-2", "llama-3", "llama-4"])],
     execution_pipelines=[
         two_stages("llama-1", "llama-2", 1.2),
         two_stages("llama-3", "llama-4", 1.4),
     ],
 )
-RUNNING = ScalePlanStatus(phase=PlanPhase.RUNNING, start_time=T0, target_count=4)
+RUNNING = sp.ScalePlanStatus(phase=sp.PlanPhase.RUNNING, start_time=T0, target_count=4)
 
 
 def receiving(name: str, **kw: Any) -> WorkerView:
@@ -104,11 +96,11 @@ def workers(*ws: WorkerView) -> dict[str, WorkerView]:
     return {"llama-0": holder("llama-0", phase="transferring")} | targets | {w.name: w for w in ws}
 
 
-def tick(status: ScalePlanStatus, *ws: WorkerView, at: float = 1.0) -> ScalePlanStatus:
+def tick(status: sp.ScalePlanStatus, *ws: WorkerView, at: float = 1.0) -> sp.ScalePlanStatus:
     return aggregate(SPEC, status, workers(*ws), T0 + timedelta(seconds=at))
 
 
-def states(status: ScalePlanStatus) -> list[str]:
+def states(status: sp.ScalePlanStatus) -> list[str]:
     return [p.state for p in status.pipelines]
 
 
@@ -159,22 +151,24 @@ def test_a_source_stage_counts_as_complete() -> None:
 
 def test_the_plan_ending_dissolves_every_pipeline() -> None:
     s = tick(RUNNING, heading("llama-1", 1.0, 1.1))
-    done = ended(s, PlanPhase.COMPLETED, "AllTargetsComplete", "m", T0 + timedelta(seconds=9))
+    done = ended(s, sp.PlanPhase.COMPLETED, "AllTargetsComplete", "m", T0 + timedelta(seconds=9))
     assert states(done) == [DISSOLVED, DISSOLVED] and done.pipeline_summary == "2 dissolved"
     assert done.pipelines[0].serving_seconds == 1.1
     # A plan cancelled before dispatch has no pipelines to dissolve.
-    assert ended(ScalePlanStatus(), PlanPhase.CANCELLED, "Superseded", "m", T0).pipelines == []
+    assert (
+        ended(sp.ScalePlanStatus(), sp.PlanPhase.CANCELLED, "Superseded", "m", T0).pipelines == []
+    )
 
 
 def test_without_a_start_time_only_the_delay_is_measured() -> None:
-    found = pipelines(SPEC, ScalePlanStatus(), workers(heading("llama-3", 2.0, 2.25)), set())
+    found = pipelines(SPEC, sp.ScalePlanStatus(), workers(heading("llama-3", 2.0, 2.25)), set())
     assert found[1].state == SERVING
     assert (found[1].covered_seconds, found[1].serving_seconds) == (None, None)
     assert found[1].serving_delay_seconds == 0.25
 
 
 def test_a_stored_entry_for_another_head_starts_over() -> None:
-    stored = with_pipelines(RUNNING, [PipelineStatus(head="elsewhere", state=DISSOLVED)])
+    stored = with_pipelines(RUNNING, [sp.PipelineStatus(head="elsewhere", state=DISSOLVED)])
     assert states(tick(stored)) == [PLANNED, PLANNED]
 
 

@@ -5,18 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cascade_api.scaleplan import (
-    Block,
-    Chain,
-    PlanPhase,
-    PlanStrategy,
-    ScalePlanSpec,
-    ScalePlanStatus,
-    Step,
-    TargetPrediction,
-    TargetProgress,
-    Transfer,
-)
+from cascade_api import scaleplan as sp
 from cascade_planner.calibrate import (
     MAX_HOP_LATENCY_S,
     HopSample,
@@ -27,14 +16,14 @@ from cascade_planner.calibrate import (
 )
 
 
-def _chain(predicted: dict[str, float], *chains: list[str], h: float = 0.0) -> ScalePlanSpec:
-    return ScalePlanSpec(
+def _chain(predicted: dict[str, float], *chains: list[str], h: float = 0.0) -> sp.ScalePlanSpec:
+    return sp.ScalePlanSpec(
         deployment="d",
         model_digest="m",
-        strategy=PlanStrategy.CHAIN,
+        strategy=sp.PlanStrategy.CHAIN,
         targets=[p for c in chains for p in c],
-        chains=[Chain(source=f"s{i}", hops=c) for i, c in enumerate(chains)],
-        predictions=[TargetPrediction(pod=p, complete_seconds=t) for p, t in predicted.items()],
+        chains=[sp.Chain(source=f"s{i}", hops=c) for i, c in enumerate(chains)],
+        predictions=[sp.TargetPrediction(pod=p, complete_seconds=t) for p, t in predicted.items()],
         predicted_completion_seconds=max(predicted.values()),
         hop_latency_seconds=h,
     )
@@ -50,20 +39,20 @@ def test_chain_tie_takes_the_most_hops() -> None:
 
 
 def test_binomial_counts_non_empty_steps_to_the_last_receive() -> None:
-    spec = ScalePlanSpec(
+    spec = sp.ScalePlanSpec(
         deployment="d",
         model_digest="m",
-        strategy=PlanStrategy.BINOMIAL,
+        strategy=sp.PlanStrategy.BINOMIAL,
         targets=["a", "b"],
         schedule=[
-            Step(transfers=[Transfer(sender="s", receiver="a", block=0)]),
-            Step(transfers=[]),  # adds no start cost in the model
-            Step(transfers=[Transfer(sender="a", receiver="b", block=0)]),
-            Step(transfers=[Transfer(sender="s", receiver="a", block=1)]),
+            sp.Step(transfers=[sp.Transfer(sender="s", receiver="a", block=0)]),
+            sp.Step(transfers=[]),  # adds no start cost in the model
+            sp.Step(transfers=[sp.Transfer(sender="a", receiver="b", block=0)]),
+            sp.Step(transfers=[sp.Transfer(sender="s", receiver="a", block=1)]),
         ],
         predictions=[
-            TargetPrediction(pod="a", complete_seconds=0.3),
-            TargetPrediction(pod="b", complete_seconds=0.2),
+            sp.TargetPrediction(pod="a", complete_seconds=0.3),
+            sp.TargetPrediction(pod="b", complete_seconds=0.2),
         ],
     )
     assert slowest_hops(spec) == 3  # a, last receive in the 3rd non-empty step
@@ -74,10 +63,10 @@ def test_no_predictions_takes_the_deepest_hop() -> None:
     assert slowest_hops(spec) == 3
 
 
-def _done(**seconds: float | None) -> ScalePlanStatus:
-    return ScalePlanStatus(
-        phase=PlanPhase.COMPLETED,
-        targets=[TargetProgress(pod=p, transfer_seconds=t) for p, t in seconds.items()],
+def _done(**seconds: float | None) -> sp.ScalePlanStatus:
+    return sp.ScalePlanStatus(
+        phase=sp.PlanPhase.COMPLETED,
+        targets=[sp.TargetProgress(pod=p, transfer_seconds=t) for p, t in seconds.items()],
     )
 
 
@@ -101,7 +90,7 @@ def test_nvlink_peers_are_left_out_of_a_sample() -> None:
 
 def test_a_receiver_faster_than_any_nic_is_an_nvlink_peer() -> None:
     spec = _chain({"a": 1.0, "b": 0.005 + 2 * 0.005}, ["a", "b"], h=0.005)
-    spec.blocks = [Block(index=0, layer_start=0, layer_end=1, bytes=10**9, checksum="x")]
+    spec.blocks = [sp.Block(index=0, layer_start=0, layer_end=1, bytes=10**9, checksum="x")]
     assert nvlink_peers(spec) == {"b"}  # 1 GB in 0.005 s: 200 GB/s
     spec.predictions[1].complete_seconds = 0.1
     assert nvlink_peers(spec) == set()

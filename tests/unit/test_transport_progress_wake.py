@@ -12,12 +12,7 @@ from typing import Any
 
 import pytest
 
-from cascade_worker.transport.env import (
-    PROGRESS_WAKE_ENV,
-    PROGRESS_WAKE_MS,
-    progress_wake_ms,
-    ucx,
-)
+from cascade_worker.transport.env import PROGRESS_WAKE_ENV, PROGRESS_WAKE_MS, progress_wake_ms, ucx
 from cascade_worker.transport.notifier import notifier_thread
 
 

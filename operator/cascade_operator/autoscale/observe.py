@@ -25,13 +25,7 @@ from datetime import datetime, timedelta
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_autoscaler.batch_queue import BatchQueueContext, QueuedBatchRequest
 from cascade_autoscaler.interactive import occupancy
-from cascade_autoscaler.policy_types import (
-    Arrivals,
-    AutoscaleContext,
-    AutoscaleSpec,
-    Fleet,
-    Load,
-)
+from cascade_autoscaler.policy_types import Arrivals, AutoscaleContext, AutoscaleSpec, Fleet, Load
 from cascade_operator.observed import PodView
 from cascade_protocol.gateway_load import GatewayLoad
 from cascade_protocol.generate import RequestClass

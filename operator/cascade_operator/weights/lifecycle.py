@@ -39,12 +39,7 @@ from datetime import datetime
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_api.scaleplan import PlanPhase, ScalePlanSpec, ScalePlanStatus
 from cascade_operator.events import EventNote
-from cascade_operator.weights.decision import (
-    Manifest,
-    PlanDecision,
-    PlansInput,
-    StatusPatch,
-)
+from cascade_operator.weights.decision import Manifest, PlanDecision, PlansInput, StatusPatch
 from cascade_operator.weights.followup import free_targets
 from cascade_operator.weights.orders import LoadOrder, ServeOrder, addressable, transfer_orders
 from cascade_operator.weights.plans import PlanView, by_age

@@ -18,13 +18,7 @@ from datetime import datetime
 from cascade_api import constants as c
 from cascade_operator.observed import PodView
 from cascade_protocol.materialize import MaterializationInfo
-from cascade_protocol.status import (
-    EnginePhase,
-    ServingMode,
-    StartupInfo,
-    WorkerPhase,
-    WorkerStatus,
-)
+from cascade_protocol.status import EnginePhase, ServingMode, StartupInfo, WorkerPhase, WorkerStatus
 
 
 @dataclass(frozen=True)

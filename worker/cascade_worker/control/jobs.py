@@ -23,12 +23,7 @@ from prometheus_client import Counter
 from cascade_api.scaleplan import SourceTier
 from cascade_protocol.control import Accepted, ManifestInfo, TransferRequest
 from cascade_protocol.peer_auth import PeerKey
-from cascade_protocol.status import (
-    TransferReport,
-    TransferRole,
-    WeightsFrom,
-    WorkerPhase,
-)
+from cascade_protocol.status import TransferReport, TransferRole, WeightsFrom, WorkerPhase
 from cascade_worker.config import WorkerConfig
 from cascade_worker.control.artifacts import offer_stored
 from cascade_worker.control.errors import RequestError, parse_body

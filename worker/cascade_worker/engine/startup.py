@@ -27,12 +27,7 @@ from cascade_worker.engine.kv_profile import (
     profile_kv,
     profiling_cache,
 )
-from cascade_worker.engine.sizing import (
-    KvSizing,
-    cache_config,
-    kv_bytes_per_token,
-    restore_problem,
-)
+from cascade_worker.engine.sizing import KvSizing, cache_config, kv_bytes_per_token, restore_problem
 from cascade_worker.engine.stage import StageModel
 
 

@@ -17,14 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cascade_protocol.peer_auth import MULTICAST, PeerKey, prove_or_none
-from cascade_worker.multicast.frames import (
-    Attach,
-    BlockHeader,
-    Fetch,
-    FrameT,
-    Landed,
-    Unavailable,
-)
+from cascade_worker.multicast.frames import Attach, BlockHeader, Fetch, FrameT, Landed, Unavailable
 from cascade_worker.multicast.progress import BlockProgress
 from cascade_worker.transport.endpoint import Endpoint, TransportError
 from cascade_worker.transport.frames import FrameError
