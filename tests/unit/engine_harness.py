@@ -1,14 +1,27 @@
-"""Shared helpers of the engine tests: tiny float32 checkpoints and a drive-to-done loop."""
+"""Shared helpers of the engine tests: tiny float32 checkpoints, their tensors read back,
+and a drive-to-done loop."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import torch
+from safetensors.torch import load_file
+
 from cascade_protocol.generate import GenerateChunk, GenerateRequest, SamplingParams
 from cascade_worker.checkpoints.checkpoint import write_checkpoint
 from cascade_worker.checkpoints.spec import ModelSpec
 from cascade_worker.engine.engine import LLMEngine
+
+
+def checkpoint_tensors(model_dir: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of the checkpoint in `model_dir`, by name, across its shards."""
+    out: dict[str, torch.Tensor] = {}
+    for path in sorted(model_dir.glob("*.safetensors")):
+        out.update(load_file(str(path)))
+    return out
+
 
 WINDOW = 8  # Mistral's sliding window in the tests: shorter than the prompts
 PROMPTS = [

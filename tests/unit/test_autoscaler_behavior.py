@@ -7,7 +7,7 @@ replica count and reason of every tick.
 
 from __future__ import annotations
 
-from typing import Any
+from behavior_specs import behavior, percent, pods
 
 from cascade_api.scaling import PolicyType, ScalingBehavior, SelectPolicy
 from cascade_autoscaler.behavior import (
@@ -23,19 +23,6 @@ from cascade_autoscaler.behavior import (
 
 R = Reason
 PODS, PERCENT, MAX = PolicyType.PODS, PolicyType.PERCENT, SelectPolicy.MAX
-
-
-def behavior(**spec: Any) -> ScalingBehavior:
-    """A behavior from the manifest's camelCase, as a user writes it."""
-    return ScalingBehavior.model_validate(spec)
-
-
-def pods(value: int, period: int) -> dict[str, Any]:
-    return {"type": "Pods", "value": value, "periodSeconds": period}
-
-
-def percent(value: int, period: int) -> dict[str, Any]:
-    return {"type": "Percent", "value": value, "periodSeconds": period}
 
 
 def once(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
+from behavior_specs import behavior, percent, pods
 
 from cascade_api.scaling import ScalingBehavior
 from cascade_autoscaler.batch_queue import BatchQueueContext, QueuedBatchRequest
@@ -35,19 +36,6 @@ from cascade_autoscaler.policy import (
 )
 
 TICK = 15.0
-
-
-def behavior(**spec: Any) -> ScalingBehavior:
-    """A behavior from the manifest's camelCase, as a user writes it."""
-    return ScalingBehavior.model_validate(spec)
-
-
-def pods(value: int, period: int) -> dict[str, Any]:
-    return {"type": "Pods", "value": value, "periodSeconds": period}
-
-
-def percent(value: int, period: int) -> dict[str, Any]:
-    return {"type": "Percent", "value": value, "periodSeconds": period}
 
 
 NO_DOWN_WINDOW = behavior(scaleDown={"stabilizationWindowSeconds": 0})

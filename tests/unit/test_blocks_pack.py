@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from engine_harness import checkpoint_tensors
 from safetensors.torch import load_file, save_file
 
 from cascade_worker.blocks.manifest import ALIGNMENT, DTYPES
@@ -19,20 +20,13 @@ from cascade_worker.checkpoints.spec import ModelSpec
 TINY = ModelSpec(layers=3, hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=300)
 
 
-def _all_tensors(model_dir: Path) -> dict[str, torch.Tensor]:
-    out: dict[str, torch.Tensor] = {}
-    for path in sorted(model_dir.glob("*.safetensors")):
-        out.update(load_file(str(path)))
-    return out
-
-
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 @pytest.mark.parametrize("blocks", [1, 2, 3])
 def test_round_trip_exact(tmp_path: Path, dtype: str, arch: str, blocks: int) -> None:
     spec = ModelSpec(**{**TINY.__dict__, "dtype": dtype, "arch": arch})
     write_checkpoint(tmp_path, spec, shard_mb=0.01)  # several shards
-    expected = _all_tensors(tmp_path)
+    expected = checkpoint_tensors(tmp_path)
     packed = pack_model(tmp_path, blocks)
     got: dict[str, torch.Tensor] = {}
     for block, buf in zip(packed.manifest.blocks, packed.buffers, strict=True):

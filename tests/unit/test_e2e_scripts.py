@@ -85,21 +85,24 @@ def _stub_path(tmp_path: Path) -> tuple[dict[str, str], Path]:
     return env, bin_dir
 
 
-def test_kind_sh_runs_the_whole_flow_against_stubs(tmp_path: Path) -> None:
+def _kind_stubs(tmp_path: Path, nodes: str, gpus: int, more: str = "") -> dict[str, str]:
+    """kind.sh's tools as stubs that log their calls: kubectl lists `nodes` (a printf
+    format) with `gpus` allocatable each, and answers `more` (case arms) besides."""
     env, bin_dir = _stub_path(tmp_path)
-    _stub(bin_dir, "docker", "")
-    _stub(bin_dir, "kind", "")
-    _stub(bin_dir, "curl", "")
+    for name in ("docker", "kind", "curl"):
+        _stub(bin_dir, name, "")
     _stub(bin_dir, "helm", 'if [ "$1" = version ]; then echo v3.6.2; fi')
-    _stub(
-        bin_dir,
-        "kubectl",
-        """case "$*" in
+    kubectl = f"""case "$*" in
   "patch --help") echo "  --subresource=''" ;;
-  *"get nodes -l"*) printf 'node/w1\\nnode/w2\\n' ;;
-  *"allocatable.nvidia"*) printf 4 ;;
-esac""",
-    )
+  *"get nodes -l"*) printf '{nodes}' ;;
+  *"allocatable.nvidia"*) printf {gpus} ;;{more}
+esac"""
+    _stub(bin_dir, "kubectl", kubectl)
+    return env
+
+
+def test_kind_sh_runs_the_whole_flow_against_stubs(tmp_path: Path) -> None:
+    env = _kind_stubs(tmp_path, "node/w1\\nnode/w2\\n", 4)
     out = subprocess.run(
         ["bash", str(KIND_SH)],
         env={**env, "CASCADE_E2E_GPUS": "4"},
@@ -142,20 +145,7 @@ esac""",
 
 
 def test_kind_sh_reports_and_keeps_exit_status_on_failure(tmp_path: Path) -> None:
-    env, bin_dir = _stub_path(tmp_path)
-    for name in ("docker", "kind", "curl"):
-        _stub(bin_dir, name, "")
-    _stub(bin_dir, "helm", 'if [ "$1" = version ]; then echo v3.6.2; fi')
-    _stub(
-        bin_dir,
-        "kubectl",
-        """case "$*" in
-  "patch --help") echo "  --subresource=''" ;;
-  *"get nodes -l"*) echo node/w1 ;;
-  *"allocatable.nvidia"*) printf 8 ;;
-  *"wait --for"*) exit 7 ;;
-esac""",
-    )
+    env = _kind_stubs(tmp_path, "node/w1\\n", 8, '\n  *"wait --for"*) exit 7 ;;')
     out = subprocess.run(
         ["bash", str(KIND_SH), "up"],
         env=env,

@@ -9,16 +9,8 @@ import json
 import re
 from typing import Any
 
+import fuzz_strategies as fz
 import pytest
-from fuzz_strategies import (
-    documents,
-    error_names_field,
-    field_names,
-    fuzz,
-    json_values,
-    keys_in,
-    union_members,
-)
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -28,8 +20,8 @@ from cascade_worker.pipeline import frames as pipeline
 from cascade_worker.transport.frames import HEADER, HEADER_BYTES, FrameCodec, FrameError
 
 UNIONS: dict[str, tuple[FrameCodec[Any], list[type[BaseModel]]]] = {
-    "multicast": (multicast.CODEC, union_members(multicast.FrameT)),
-    "pipeline": (pipeline.CODEC, union_members(pipeline.PipelineFrame)),
+    "multicast": (multicast.CODEC, fz.union_members(multicast.FrameT)),
+    "pipeline": (pipeline.CODEC, fz.union_members(pipeline.PipelineFrame)),
 }
 
 
@@ -72,7 +64,7 @@ def decode_or_refuse(name: str, doc: Any, model: type[BaseModel] | None) -> None
         if model is None:
             assert re.match(r"invalid frame \(\d+ errors\): [\w.]+: ", str(exc)), str(exc)
         else:
-            assert error_names_field(str(exc), field_names(model) | keys_in(doc)), str(exc)
+            assert fz.error_names_field(str(exc), fz.field_names(model) | fz.keys_in(doc)), str(exc)
         return
     assert isinstance(frame, tuple(members))
     assert_bounded(frame)
@@ -82,19 +74,19 @@ def decode_or_refuse(name: str, doc: Any, model: type[BaseModel] | None) -> None
 
 
 @pytest.mark.parametrize("name", sorted(UNIONS))
-@fuzz(700)
+@fz.fuzz(700)
 @given(data=st.data())
 def test_documents_shaped_like_frames(name: str, data: st.DataObject) -> None:
     members = UNIONS[name][1]
     model = data.draw(st.sampled_from(members))
-    doc = data.draw(documents(model))
+    doc = data.draw(fz.documents(model))
     known = kinds(members).get(doc.get("kind")) if isinstance(doc.get("kind"), str) else None
     decode_or_refuse(name, doc, known)
 
 
 @pytest.mark.parametrize("name", sorted(UNIONS))
-@fuzz(250)
-@given(value=json_values)
+@fz.fuzz(250)
+@given(value=fz.json_values)
 def test_any_json(name: str, value: Any) -> None:
     kind = value.get("kind") if isinstance(value, dict) else None
     known = kinds(UNIONS[name][1]).get(kind) if isinstance(kind, str) else None
@@ -102,7 +94,7 @@ def test_any_json(name: str, value: Any) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(UNIONS))
-@fuzz(250)
+@fz.fuzz(250)
 @given(payload=st.binary(max_size=64))
 def test_any_bytes(name: str, payload: bytes) -> None:
     try:
@@ -111,7 +103,7 @@ def test_any_bytes(name: str, payload: bytes) -> None:
         assert "invalid frame" in str(exc)
 
 
-@fuzz(200)
+@fz.fuzz(200)
 @given(header=st.binary(max_size=12) | st.integers(0, 2**64 - 1).map(HEADER.pack))
 def test_any_header(header: bytes) -> None:
     codec = pipeline.CODEC

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from engine_harness import checkpoint_tensors
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
@@ -15,13 +16,6 @@ from cascade_worker.checkpoints.spec import ModelSpec, param_shapes
 from cascade_worker.checkpoints.tokenizer import MIN_VOCAB, build_tokenizer, special_ids
 
 TINY = ModelSpec(layers=2, hidden=32, heads=4, kv_heads=2, intermediate=64, vocab=300)
-
-
-def _load(model_dir: Path) -> dict[str, torch.Tensor]:
-    out: dict[str, torch.Tensor] = {}
-    for path in sorted(model_dir.glob("*.safetensors")):
-        out.update(load_file(str(path)))
-    return out
 
 
 def test_files_and_values(tmp_path: Path) -> None:
@@ -35,7 +29,7 @@ def test_files_and_values(tmp_path: Path) -> None:
         "tokenizer.json",
         "tokenizer_config.json",
     }
-    tensors = _load(tmp_path)
+    tensors = checkpoint_tensors(tmp_path)
     assert set(tensors) == {n for n, _ in param_shapes(info.spec)}
     assert all(t.dtype == torch.bfloat16 for t in tensors.values())
     assert torch.equal(tensors["model.norm.weight"], torch.ones(32, dtype=torch.bfloat16))
@@ -51,7 +45,7 @@ def test_sharded_with_index(tmp_path: Path) -> None:
         len(info.files) > 2 and info.files[0] == f"model-00001-of-{len(info.files):05d}.safetensors"
     )
     index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
-    tensors = _load(tmp_path)
+    tensors = checkpoint_tensors(tmp_path)
     assert set(index["weight_map"]) == set(tensors)
     assert index["metadata"]["total_size"] == info.tensor_bytes
     assert info.tensor_bytes == sum(t.numel() * t.element_size() for t in tensors.values())

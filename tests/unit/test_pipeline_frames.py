@@ -10,19 +10,7 @@ import torch
 
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
-from cascade_worker.pipeline.frames import (
-    CODEC,
-    Attach,
-    Attached,
-    BatchMeta,
-    Detach,
-    Failed,
-    Feed,
-    Result,
-    TensorSpec,
-    Work,
-    model_fingerprint,
-)
+from cascade_worker.pipeline import frames as fr
 from cascade_worker.pipeline.stage_process import parse_args
 from cascade_worker.pipeline.wire import byte_buffer, empty, spec_of
 from cascade_worker.transport.frames import FrameError
@@ -38,22 +26,24 @@ BATCH = StageBatch(
 
 
 def roundtrip(frame: object) -> object:
-    header, payload = CODEC.encode(frame)  # type: ignore[arg-type]
-    assert CODEC.payload_length(header) == len(payload)
-    return CODEC.decode(payload)
+    header, payload = fr.CODEC.encode(frame)  # type: ignore[arg-type]
+    assert fr.CODEC.payload_length(header) == len(payload)
+    return fr.CODEC.decode(payload)
 
 
 @pytest.mark.parametrize(
     "frame",
     [
-        Attach(session="s", stage=2, model="f", block_size=16, num_blocks=64, downstream="h:1"),
-        Attach(session="s", stage=3, model="f", block_size=16, num_blocks=64),
-        Attached(session="s", stage=1, layers=(1, 3)),
-        Feed(session="s", stage=0),
-        Work(step=4, batch=BatchMeta.model_validate(BATCH.meta()), tensor=spec_of(BATCH.input)),
-        Result(step=4, tensor=TensorSpec(dtype="float32", shape=(2, 300))),
-        Failed(stage=2, step=None, error="boom"),
-        Detach(),
+        fr.Attach(session="s", stage=2, model="f", block_size=16, num_blocks=64, downstream="h:1"),
+        fr.Attach(session="s", stage=3, model="f", block_size=16, num_blocks=64),
+        fr.Attached(session="s", stage=1, layers=(1, 3)),
+        fr.Feed(session="s", stage=0),
+        fr.Work(
+            step=4, batch=fr.BatchMeta.model_validate(BATCH.meta()), tensor=spec_of(BATCH.input)
+        ),
+        fr.Result(step=4, tensor=fr.TensorSpec(dtype="float32", shape=(2, 300))),
+        fr.Failed(stage=2, step=None, error="boom"),
+        fr.Detach(),
     ],
 )
 def test_every_frame_round_trips(frame: object) -> None:
@@ -62,9 +52,11 @@ def test_every_frame_round_trips(frame: object) -> None:
 
 def test_batch_metadata_rebuilds_the_stage_batch() -> None:
     work = roundtrip(
-        Work(step=0, batch=BatchMeta.model_validate(BATCH.meta()), tensor=spec_of(BATCH.input))
+        fr.Work(
+            step=0, batch=fr.BatchMeta.model_validate(BATCH.meta()), tensor=spec_of(BATCH.input)
+        )
     )
-    assert isinstance(work, Work)
+    assert isinstance(work, fr.Work)
     again = StageBatch.from_meta(work.batch.model_dump(), BATCH.input)
     assert again.meta() == BATCH.meta()
 
@@ -82,7 +74,7 @@ def test_batch_metadata_rebuilds_the_stage_batch() -> None:
 )
 def test_malformed_frames_are_rejected(payload: bytes) -> None:
     with pytest.raises(FrameError):
-        CODEC.decode(payload)
+        fr.CODEC.decode(payload)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64])
@@ -110,8 +102,10 @@ def test_fingerprint_tells_models_apart() -> None:
         max_position_embeddings=256, attention_bias=False, tie_word_embeddings=False,
         layer_windows=(None,) * 4, eos_token_ids=(2,), bos_token_id=1, dtype="float32",
     )  # fmt: skip
-    assert model_fingerprint(config) == model_fingerprint(dataclasses.replace(config))
-    assert model_fingerprint(config) != model_fingerprint(dataclasses.replace(config, hidden=128))
+    assert fr.model_fingerprint(config) == fr.model_fingerprint(dataclasses.replace(config))
+    assert fr.model_fingerprint(config) != fr.model_fingerprint(
+        dataclasses.replace(config, hidden=128)
+    )
 
 
 def test_stage_cli_arguments() -> None:

@@ -7,53 +7,46 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from cascade_cli.top_model import (
-    ClassView,
-    DeploymentView,
-    GatewayView,
-    PlanView,
-    Snapshot,
-    TargetView,
-)
+from cascade_cli import top_model as tm
 from cascade_cli.top_render import render
 
 NOW = datetime(2026, 11, 25, 12, 0, 30, tzinfo=UTC)
 MIB = 1 << 20
 
 
-def target(pod: str, got: int, complete: bool = False) -> TargetView:
-    return TargetView(
+def target(pod: str, got: int, complete: bool = False) -> tm.TargetView:
+    return tm.TargetView(
         pod=pod, bytes_received=got * MIB, bytes_total=8 * MIB, blocks_received=got,
         blocks_total=8, complete=complete, predicted_s=19.5,
         measured_s=17.0 if complete else None,
     )  # fmt: skip
 
 
-def snapshot(scope: str = "demo", error: str = "") -> Snapshot:
-    gateway = GatewayView(
+def snapshot(scope: str = "demo", error: str = "") -> tm.Snapshot:
+    gateway = tm.GatewayView(
         classes={
-            "interactive": ClassView(queued=2, in_flight=5, ttft_p50_s=0.012, ttft_p99_s=1.5),
-            "batch": ClassView(queued=7, in_flight=1),
+            "interactive": tm.ClassView(queued=2, in_flight=5, ttft_p50_s=0.012, ttft_p99_s=1.5),
+            "batch": tm.ClassView(queued=7, in_flight=1),
         },
         backends_ready=1,
         backends_total=3,
     )
-    llama = DeploymentView(
+    llama = tm.DeploymentView(
         namespace="demo", name="llama", spec_replicas=3, ready=1, loading=2,
         roles={"mixed": (1, 3)}, modes={"loading": 2, "local": 1},
         autoscaler="external (kubectl scale, HPA, KEDA)", gateway=gateway,
     )  # fmt: skip
-    cold = DeploymentView("demo", "cold", gateway=GatewayView(error="no gateway pod"))
-    running = PlanView(
+    cold = tm.DeploymentView("demo", "cold", gateway=tm.GatewayView(error="no gateway pod"))
+    running = tm.PlanView(
         "demo", "llama-g2-abc", "llama", "Running", "chain",
         [target("llama-1", 4), target("llama-2", 8, complete=True)],
         elapsed_s=3.25, predicted_s=20.0, measured_s=None, created="2",
     )  # fmt: skip
-    done = PlanView(
+    done = tm.PlanView(
         "demo", "llama-g1-def", "llama", "Completed", "binomial", [target("llama-1", 8, True)],
         elapsed_s=18.0, predicted_s=20.0, measured_s=17.2, created="1",
     )  # fmt: skip
-    return Snapshot(NOW, scope, [cold, llama], [done, running], error=error)
+    return tm.Snapshot(NOW, scope, [cold, llama], [done, running], error=error)
 
 
 GOLDEN = """\
@@ -91,7 +84,7 @@ def test_a_failed_read_is_said_under_the_header() -> None:
 
 
 def test_no_plans_in_flight_says_none() -> None:
-    snap = Snapshot(NOW, "demo")
+    snap = tm.Snapshot(NOW, "demo")
     assert render(snap, 80) == [
         "cascade top   namespace demo   12:00:30   q quit",
         "",
