@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from cascade_dev.operator_process import OperatorProcess, own_namespace
 from cascade_dev.testing import DevCluster, wait_for
 from cascade_protocol.peer_auth import SECRET_KEY, TokensByHost, secret_name
 
@@ -213,46 +213,11 @@ def model_deployment(
 MODEL_ROOTS = f"{EXAMPLE_MODEL.parent},{TEST_MODELS}"
 
 
-class OperatorProcess:
-    """A `cascade-operator` watching one namespace (None: all), as a process a test may
-    kill and start again."""
-
-    def __init__(
-        self, dev: DevCluster, namespace: str | None, log: Path, metrics_port: int = 0
-    ) -> None:
-        self.dev, self.namespace, self.log = dev, namespace, log
-        self.metrics_port = metrics_port  # 0: no /metrics (operators of tests share the host)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        watch = ["--namespace", self.namespace] if self.namespace else []
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [str(BIN / "cascade-operator"), *watch,
-                 "--liveness-port", "0", "--metrics-port", str(self.metrics_port)],
-                env={**os.environ, "KUBECONFIG": str(self.dev.kubeconfig),
-                     "CASCADE_MODEL_ROOTS": MODEL_ROOTS},
-                stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-
-    def kill(self) -> None:
-        """SIGKILL: no handler runs, whatever it was doing is cut short."""
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(timeout=15)
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+def operator_process(
+    dev: DevCluster, namespace: str | None, log: Path, metrics_port: int = 0
+) -> OperatorProcess:
+    """A `cascade-operator` of the test's own on `dev`, letting pods read the test models."""
+    return OperatorProcess(dev.kubeconfig, namespace, log, metrics_port, MODEL_ROOTS)
 
 
 @contextmanager
@@ -261,20 +226,11 @@ def namespace_with_operator(
 ) -> Iterator[Namespace]:
     """A fresh namespace watched by its own `cascade-operator` process (`ns.operator`,
     /metrics on the host's `metrics_port` unless 0); both go at exit."""
-    ns = Namespace(dev, f"{prefix}-{uuid.uuid4().hex[:6]}")
-    dev.kubectl("apply", "--validate=false", "-f", str(ROOT / "crds"))
-    dev.kubectl(
-        "wait", "--for=condition=Established", "crd/modeldeployments.cascade.dev", "--timeout=60s"
-    )
-    dev.kubectl("create", "namespace", ns.ns)
-    ns.operator = OperatorProcess(dev, ns.ns, log_dir / "operator.log", metrics_port)
-    ns.operator.start()
-    try:
+    log = log_dir / "operator.log"
+    with own_namespace(dev.kubeconfig, prefix, log, metrics_port, MODEL_ROOTS) as (name, op):
+        ns = Namespace(dev, name)
+        ns.operator = op
         yield ns
-    finally:
-        ns.kubectl("delete", "md", "--all", "--wait=false", check=False)
-        dev.kubectl("delete", "namespace", ns.ns, "--wait=false", check=False)
-        ns.operator.stop()
 
 
 @contextmanager

@@ -19,13 +19,14 @@ from typing import Any
 import pytest
 import yaml
 from integration_helpers import (
-    OperatorProcess,
     http,
     model_deployment,
+    operator_process,
     pod_ready,
     scratch_model_dir,
 )
 
+from cascade_dev.operator_process import OperatorProcess
 from cascade_dev.testing import wait_for
 
 pytestmark = pytest.mark.integration
@@ -80,7 +81,7 @@ def kubectl(dev_cluster: Any) -> Iterator[Kubectl]:
 def operator(
     dev_cluster: Any, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(dev_cluster, None, tmp_path_factory.mktemp("op") / "operator.log")
+    proc = operator_process(dev_cluster, None, tmp_path_factory.mktemp("op") / "operator.log")
     proc.start()
     yield proc
     proc.stop()

@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from integration_helpers import ROOT, Namespace, OperatorProcess, generated, http
+from integration_helpers import Namespace, generated, http, namespace_with_operator
 
 from cascade_api.constants import WORKER_PORT
 from cascade_bench.scaleup import plan_table, timings
+from cascade_dev.operator_process import OperatorProcess
 from cascade_dev.testing import DevCluster, wait_for
 
 NEEDED_NODES = 8
@@ -40,17 +40,11 @@ PROMPT = {"prompt_token_ids": [5, 9, 14, 200, 17], "params": {
 
 @pytest.fixture
 def cluster(dev_cluster: DevCluster, tmp_path: Path) -> Iterator[tuple[Namespace, OperatorProcess]]:
-    ns = Namespace(dev_cluster, f"cascade-sp-{uuid.uuid4().hex[:6]}")
-    dev_cluster.kubectl("apply", "--validate=false", "-f", str(ROOT / "crds"))
-    dev_cluster.kubectl("create", "namespace", ns.ns)
-    op = OperatorProcess(dev_cluster, ns.ns, tmp_path / "operator.log")
-    op.start()
     try:
-        yield ns, op
+        with namespace_with_operator(dev_cluster, "cascade-sp", tmp_path) as ns:
+            assert ns.operator is not None
+            yield ns, ns.operator
     finally:
-        ns.kubectl("delete", "md", "--all", "--wait=false", check=False)
-        dev_cluster.kubectl("delete", "namespace", ns.ns, "--wait=false", check=False)
-        op.stop()
         print((tmp_path / "operator.log").read_text()[-4000:])
 
 
