@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
+from waiting import until_doc
 
 from cascade_protocol.generate import FinishReason, GenerateChunk, GenerateRequest
 from cascade_worker.config import WorkerConfig
@@ -236,13 +237,9 @@ class Worker:
         return doc
 
     async def wait_engine(self, *phases: str, timeout: float = 10.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            doc = await self.status()
-            if doc["engine"] in phases:
-                return doc
-            assert time.monotonic() < deadline, f"engine stuck: {doc}"
-            await asyncio.sleep(0.02)
+        return await until_doc(
+            self.status, lambda doc: doc["engine"] in phases, timeout, f"engine {phases}"
+        )
 
     async def serve(self, body: Any = None) -> None:
         self.hold_model()

@@ -20,6 +20,7 @@ from cascade_dev.nodeagent.context import AgentContext, HostEnv
 from cascade_dev.nodeagent.pods import PodWorker
 from cascade_dev.nodeagent.procwatch import ExitWatcher
 from cascade_dev.nodeagent.workqueue import WorkQueue
+from cascade_dev.testing import wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("sh") is None, reason="needs /bin/sh")
 
@@ -120,12 +121,7 @@ def sh(name: str, script: str) -> dict[str, Any]:
 
 
 def wait_exit(w: PodWorker, timeout: float = 5.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if w._exits:
-            return
-        time.sleep(0.02)
-    raise AssertionError("no exit reported")
+    wait_for("an exit reported", lambda: bool(w._exits), timeout, every=0.02)
 
 
 def settle(w: PodWorker, pod: dict[str, Any] | None, timeout: float = 5.0) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 from engine_harness import make_model
+from waiting import until_doc
 
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.config import WorkerConfig
@@ -89,13 +89,7 @@ class Worker:
         return doc
 
     async def until(self, what: str, test: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        deadline = time.monotonic() + 60
-        while True:
-            doc = await self.status()
-            if test(doc):
-                return doc
-            assert time.monotonic() < deadline, f"{what}: {doc}"
-            await asyncio.sleep(0.05)
+        return await until_doc(self.status, test, 60, what, every=0.05)
 
     async def engine(self, phase: str) -> dict[str, Any]:
         return await self.until(f"engine {phase}", lambda d: d["engine"] == phase)

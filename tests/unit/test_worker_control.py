@@ -15,6 +15,7 @@ import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 from ports import free_port
+from waiting import until_doc
 
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_planner.spec import plan_spec
@@ -79,13 +80,9 @@ class Worker:
         return doc
 
     async def wait_phase(self, *phases: str, timeout: float = 60) -> dict[str, Any]:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            doc = await self.status()
-            if doc["phase"] in phases:
-                return doc
-            assert asyncio.get_running_loop().time() < deadline, f"stuck in {doc}"
-            await asyncio.sleep(0.1)
+        return await until_doc(
+            self.status, lambda doc: doc["phase"] in phases, timeout, f"phase {phases}", 0.1
+        )
 
 
 @asynccontextmanager
