@@ -13,9 +13,9 @@ from cascade_protocol.cli_args import from_args
 
 
 def _runs(text: str) -> tuple[str, ...]:
-    from cascade_bench.autoscale.manifest import RUNS
+    from cascade_bench.autoscale.manifest import ALL_RUNS
 
-    return subset(text, RUNS, "runs")
+    return subset(text, ALL_RUNS, "runs")
 
 
 def _picks(text: str) -> tuple[str, ...]:

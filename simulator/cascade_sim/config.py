@@ -75,7 +75,7 @@ class SimConfig:
     time_to_ready_s: float = 20.0  # scale order to a serving instance (plan + engine start)
     tick_s: float = 2.0  # global policy period (the operator's autoscaler tick)
     local_tick_s: float = 0.5  # local autoscaler period (worker --adaptive-batch-tick-seconds)
-    local: LocalMode = "auto"  # auto: adaptive for cascade if engine.adaptiveBatch, else fixed
+    local: LocalMode = "auto"  # auto: adaptive for LOCAL_CONTROL policies if adaptiveBatch
     routing: Routing = "gateway"  # gateway: as cascade_gateway.router; pack: oldest first
     slack: int = 2  # gateway --backend-slack: in flight up to cap + slack per instance
     prefill_tokens_per_s: float | None = None  # None: the profile's (measured, else peak)

@@ -28,7 +28,11 @@ from cascade_autoscaler.policy_types import AutoscaleSpec, AutoscaleState, Roles
 from cascade_sim.config import Deployment
 from cascade_sim.view import View, context
 
-NAMES = ("cascade", "fixed_max", "fixed_min", "kpa")
+NAMES = ("cascade", "fixed_max", "fixed_min", "kpa", "fixed_local")
+# The policies whose instances run the local batch-size controller when
+# engine.adaptiveBatch is on (the others run at the engine's max batch, as the bench's
+# baselines do): Cascade, and fixed_local, fixed at maxReplicas to see the controller alone.
+LOCAL_CONTROL = ("cascade", "fixed_local")
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,7 @@ def make(name: str, dep: Deployment, kpa_target: float | None = None) -> Policy:
     spec = dep.spec
     if name == "cascade":
         return CascadePolicy(spec, dep.replicas)
-    if name == "fixed_max":
+    if name in ("fixed_max", "fixed_local"):
         return FixedPolicy(name, dep.bounded_max)
     if name == "fixed_min":
         return FixedPolicy(name, spec.min_replicas)

@@ -28,7 +28,7 @@ from cascade_sim.config import BATCH, INTERACTIVE, Deployment, SimConfig
 from cascade_sim.gateway import Gateway
 from cascade_sim.instance import Instance, Phase
 from cascade_sim.observe import Observer, sample
-from cascade_sim.policies import Policy
+from cascade_sim.policies import LOCAL_CONTROL, Policy
 from cascade_sim.pool import Pool
 from cascade_sim.profile import CapacityProfile
 from cascade_sim.workload import Arrival, Req
@@ -77,7 +77,7 @@ class _Sim:
     ) -> None:
         self.arrivals, self.dep, self.policy, self.cfg = arrivals, dep, policy, cfg
         adaptive = cfg.local == "adaptive" or (
-            cfg.local == "auto" and policy.name == "cascade" and dep.adaptive_batch
+            cfg.local == "auto" and policy.name in LOCAL_CONTROL and dep.adaptive_batch
         )
         limits = BatchLimits(engine_max=dep.engine_max_batch) if adaptive else None
         rate = cfg.prefill_rate(profile)

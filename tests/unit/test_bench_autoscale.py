@@ -159,6 +159,10 @@ def test_each_run_gets_its_owner_count_and_engine() -> None:
     assert fmax["scaling"]["autoscaler"] == "External" and fmax["replicas"] == 6
     assert fmax["engine"]["adaptiveBatch"] is False
     assert manifest.run_spec(base, "fixed_min")["replicas"] == 1
+    local = manifest.run_spec(base, "fixed_local")  # fixed_max with the local controller
+    assert local["scaling"]["autoscaler"] == "External" and local["replicas"] == 6
+    assert local["engine"]["adaptiveBatch"] is True
+    assert "fixed_local" not in manifest.RUNS  # run only when asked for
     k = manifest.run_spec(base, "kpa")
     assert k["scaling"]["autoscaler"] == "External" and k["replicas"] == 2
     assert base["scaling"].get("autoscaler") is None  # the base is not changed

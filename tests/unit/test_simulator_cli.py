@@ -79,10 +79,10 @@ def test_all_policies_side_by_side_with_timeline_and_png(
     extra = ("--policy", "all", "--json", str(out), "--json-timeline", "--png", str(png))
     assert main(args(files, *extra)) == 0
     table = capsys.readouterr().out
-    for name in ("cascade", "fixed_max", "fixed_min", "kpa"):
+    for name in ("cascade", "fixed_max", "fixed_min", "kpa", "fixed_local"):
         assert name in table
     doc = json.loads(out.read_text())
-    assert set(doc["policies"]) == {"cascade", "fixed_max", "fixed_min", "kpa"}
+    assert set(doc["policies"]) == {"cascade", "fixed_max", "fixed_min", "kpa", "fixed_local"}
     for run in doc["policies"].values():
         assert set(run) >= KEYS and run["timeline"]
     assert doc["policies"]["fixed_max"]["peak_instances"] == 4

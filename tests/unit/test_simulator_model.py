@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cascade_api.modeldeployment import ModelDeploymentSpec
+from cascade_sim import policies
 from cascade_sim.config import Deployment, SimConfig, Slo, from_spec
 from cascade_sim.gateway import Gateway
 from cascade_sim.instance import Instance
@@ -173,6 +174,20 @@ def test_profile_interpolates_tokens_per_s_and_extends_flat() -> None:
         from_document({"curve": []})
     with pytest.raises(ValueError, match="tokens_per_s"):
         from_document({"curve": [{"batch": 1, "tokens_per_s": 0}]})
+
+
+def test_only_cascade_and_fixed_local_run_the_local_controller_by_default() -> None:
+    """`local="auto"`: the cap moves under the policies of LOCAL_CONTROL when the engine's
+    adaptiveBatch is on (the default), and stays at the engine's max under the others."""
+    dep = deployment(max_batch=64, itl_ms=30, minReplicas=1, maxReplicas=1)
+    arrivals = [Arrival(i, i * 0.02, 4, 200, False) for i in range(300)]
+
+    def least_cap(policy: str) -> float:
+        res = simulate(arrivals, dep, TINY, policies.make(policy, dep), SimConfig())
+        return min(row["mean_cap"] for row in res.timeline if row["mean_cap"])
+
+    assert least_cap("fixed_local") <= 16 and least_cap("cascade") <= 16
+    assert least_cap("fixed_max") == 64
 
 
 def test_local_autoscaler_cuts_the_cap_when_itl_breaks_the_slo() -> None:

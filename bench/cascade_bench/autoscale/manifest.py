@@ -9,9 +9,13 @@ The base is `examples/02-autoscaling`'s shape with this bench's choices (see
 | fixed_max | External           | maxReplicas       | off                  | nobody |
 | fixed_min | External           | minReplicas (>=1) | off                  | nobody |
 | kpa       | External           | spec.replicas     | off                  | the bench's KPA loop |
+| fixed_local | External         | maxReplicas       | as the base says     | nobody |
 
 Baselines run the engine at its max batch without the local autoscaler, as
 `cascade simulate` models them (Chiron's local batch control is part of Cascade).
+`fixed_local` (not run unless asked for) is fixed_max with the local batch-size
+controller as the base says: fixed_max beside it shows what the controller alone does
+to attainment and tokens/s (issue 33 item 4).
 `instance.gpus` is set to the nodes' GPU count, so each instance takes a whole node:
 the CPU quota is per node, and two instances on one node would share it.
 """
@@ -26,7 +30,8 @@ from cascade_api import constants as c
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_sim.config import Deployment, from_spec
 
-RUNS = ("cascade", "fixed_max", "kpa", "fixed_min")
+RUNS = ("cascade", "fixed_max", "kpa", "fixed_min")  # the default set
+ALL_RUNS = (*RUNS, "fixed_local")
 
 # The bench's defaults (bench/README.md says why): examples/02-autoscaling's shape with
 # bounds for 6 instances at 0.2 core, SLOs the 0.2-core tiny-llama can meet at a
@@ -78,8 +83,8 @@ def bounds(spec: Mapping[str, Any]) -> tuple[int, int]:
 
 def run_spec(base: Mapping[str, Any], run: str, gpus_per_node: int | None = None) -> dict[str, Any]:
     """The spec for one run (a deep copy of `base`, changed as the table above says)."""
-    if run not in RUNS:
-        raise ValueError(f"unknown run {run!r} (one of {', '.join(RUNS)})")
+    if run not in ALL_RUNS:
+        raise ValueError(f"unknown run {run!r} (one of {', '.join(ALL_RUNS)})")
     spec = copy.deepcopy(dict(base))
     lo, hi = bounds(spec)
     scaling, engine = spec.setdefault("scaling", {}), spec.setdefault("engine", {})
@@ -89,8 +94,9 @@ def run_spec(base: Mapping[str, Any], run: str, gpus_per_node: int | None = None
         scaling["autoscaler"] = "Cascade"
     else:
         scaling["autoscaler"] = "External"
-        engine["adaptiveBatch"] = False
-        if run == "fixed_max":
+        if run != "fixed_local":
+            engine["adaptiveBatch"] = False
+        if run in ("fixed_max", "fixed_local"):
             spec["replicas"] = hi
         elif run == "fixed_min":
             spec["replicas"] = lo

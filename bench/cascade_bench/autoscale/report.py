@@ -34,6 +34,7 @@ COLORS = {
     "fixed_max": "tab:gray",
     "kpa": "tab:orange",
     "fixed_min": "tab:red",
+    "fixed_local": "tab:green",
 }
 
 
