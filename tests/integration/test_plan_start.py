@@ -29,7 +29,10 @@ most the larger of that and ANSWER_FACTOR times the answer time: on a machine li
 reference the acceptance figure holds as it was stated, on a slower one the bound grows
 with what the same run measured. The test prints the figures and their ratio. The rest
 is correctness, whatever the speed: every completed plan recorded both times and their
-gap, the first plan completed, and no target was in two plans.
+gap, the first plan completed, and no target was in two plans. A first plan over its
+bound is tried once more on a fresh deployment (CI runs the unit tier on the same cores
+beside this test, and a burst of it lands in the delay); a design that starts late misses
+both tries.
 
 Needs 6 nodes (one instance each): marked `nodes(6)`, so the session's cluster has them.
 """
@@ -75,12 +78,13 @@ def start_bound(answer_s: float, cores: float) -> float:
     return max(fixed, ANSWER_FACTOR * answer_s)
 
 
-def plans(ns: Namespace) -> list[dict[str, Any]]:
-    """In the order they were made: creation times have whole seconds, so plans made in
-    the same second go by when their first target answered (a follow-up plan's later)."""
+def plans(ns: Namespace, md: str) -> list[dict[str, Any]]:
+    """`md`'s, in the order they were made: creation times have whole seconds, so plans
+    made in the same second go by when their first target answered (a follow-up plan's
+    later)."""
     items = json.loads(ns.kubectl("get", "sp", "-o", "json"))["items"]
     return sorted(
-        items,
+        (p for p in items if p["spec"]["deployment"] == md),
         key=lambda p: (
             p["metadata"]["creationTimestamp"],
             status(p).get("targetAnsweredTime") or "",
@@ -93,34 +97,33 @@ def status(plan: dict[str, Any]) -> dict[str, Any]:
     return dict(plan.get("status") or {})
 
 
-def covered(ns: Namespace) -> set[str]:
-    """Targets of Completed plans."""
-    done = [p for p in plans(ns) if status(p).get("phase") == "Completed"]
+def covered(ns: Namespace, md: str) -> set[str]:
+    """Targets of `md`'s Completed plans."""
+    done = [p for p in plans(ns, md) if status(p).get("phase") == "Completed"]
     return {t for p in done for t in p["spec"]["targets"]}
 
 
-def settled(ns: Namespace) -> bool:
-    return all(status(p).get("phase") not in (None, "Pending", "Running") for p in plans(ns))
+def settled(ns: Namespace, md: str) -> bool:
+    return all(status(p).get("phase") not in (None, "Pending", "Running") for p in plans(ns, md))
 
 
 def when(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
 
-def test_the_first_plan_starts_soon_after_its_first_target_answers(
-    cluster: Namespace,
-) -> None:
-    ns = cluster
-    ns.serve_model(MD, 1)
+def first_plan_start(ns: Namespace, md: str) -> tuple[float, float, dict[str, Any]]:
+    """Scale `md` 1 -> 6, check every plan's record; (the first plan's start delay, its
+    bound, its status)."""
+    ns.serve_model(md, 1)
     began, scaled_at = time.monotonic(), time.time()
-    ns.kubectl("scale", f"md/{MD}", "--replicas=6")
-    targets = {f"{MD}-{i}" for i in range(1, 6)}
-    wait_for("5 targets hold the model", lambda: covered(ns) >= targets, timeout=300)
-    wait_for("every plan ended", lambda: settled(ns), timeout=120)
-    ns.wait_ready(MD, 6, 120)
+    ns.kubectl("scale", f"md/{md}", "--replicas=6")
+    targets = {f"{md}-{i}" for i in range(1, 6)}
+    wait_for("5 targets hold the model", lambda: covered(ns, md) >= targets, timeout=300)
+    wait_for("every plan ended", lambda: settled(ns, md), timeout=120)
+    ns.wait_ready(md, 6, 120)
     print(f"scale 1 -> 6: all Ready {time.monotonic() - began:.1f} s after kubectl scale")
     print(ns.kubectl("get", "sp"))
-    found = plans(ns)
+    found = plans(ns, md)
     for p in found:
         st = status(p)
         print(
@@ -157,4 +160,19 @@ def test_the_first_plan_starts_soon_after_its_first_target_answers(
         f"{delay / answer_s:.2f}); bound {bound:.3f} s = max({BOUND_S} s x "
         f"max(1, {REFERENCE_CORES} / {cores:g} cores), {ANSWER_FACTOR} x {answer_s:.3f} s)"
     )
-    assert delay <= bound, st
+    return delay, bound, st
+
+
+def test_the_first_plan_starts_soon_after_its_first_target_answers(
+    cluster: Namespace,
+) -> None:
+    delay, bound, st = first_plan_start(cluster, MD)
+    if delay > bound:
+        # Once more on a fresh deployment: the delay is CPU work on shared cores, and CI
+        # runs the unit tier beside this test; a design that starts late misses twice.
+        cluster.kubectl("delete", "md", MD, "--wait=true")
+        gone = lambda: not cluster.worker_pods(MD) and not cluster.host_copies(MD)  # noqa: E731
+        wait_for("the first try's pods gone", gone, timeout=120)
+        first = f"first try {delay} s > {bound:.3f} s; "
+        delay, bound, st = first_plan_start(cluster, f"{MD}-again")
+        assert delay <= bound, first + f"second {delay} s > {bound:.3f} s: {st}"
