@@ -15,7 +15,7 @@ import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 from ports import free_port
-from waiting import until_doc
+from waiting import until, until_doc
 
 from cascade_api.scaleplan import Source, SourceTier
 from cascade_planner.spec import plan_spec
@@ -325,8 +325,7 @@ def test_a_background_job_that_fails_is_logged(caplog: pytest.LogCaptureFixture)
             raise RuntimeError("the job broke")
 
         ctl.spawn(broken())
-        await asyncio.sleep(0.01)
-        assert not ctl.tasks  # held until done, then let go
+        await until(lambda: not ctl.tasks, what="the failed job let go")  # held until done
 
     with caplog.at_level("ERROR", logger="cascade_worker.control.jobs"):
         asyncio.run(scenario())
