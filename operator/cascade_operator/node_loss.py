@@ -12,7 +12,10 @@ them gone and stops their processes.
 Unless most nodes look lost at once: that is the control plane's trouble, not the nodes'
 (after an API server outage every lease looks stale until the kubelets renew them), and
 replacing every pod would turn a blip into an outage. Like the node lifecycle
-controller's full-disruption mode, nothing is taken back then.
+controller's full-disruption mode, nothing is taken back then, and the disruption's end
+restarts every node's clock (`calm_since`): the nodes come back Ready one by one as they
+renew, and the last few, not Ready since the disruption, are not lost for it (a CI run
+lost two instances that way after a 60 s API server outage).
 """
 
 from __future__ import annotations
@@ -28,20 +31,46 @@ Body = dict[str, Any]
 LOST_AFTER_S = 10.0
 
 
-def lost_nodes(nodes: Iterable[Body], now: datetime, after_s: float = LOST_AFTER_S) -> set[str]:
-    """Nodes whose Ready condition has not been True for at least `after_s` seconds;
-    none when more than half of the nodes are (a control-plane disruption)."""
-    lost, total = set(), 0
+def lost_nodes(
+    nodes: Iterable[Body],
+    now: datetime,
+    after_s: float = LOST_AFTER_S,
+    calm_since: datetime | None = None,
+) -> set[str]:
+    """Nodes whose Ready condition has not been True for at least `after_s` seconds since
+    the later of its transition and `calm_since` (the end of the last disruption seen);
+    none when more than half of the nodes are not Ready (a disruption)."""
+    nodes = list(nodes)
+    if disrupted(nodes):
+        return set()
+    lost = set()
     for node in nodes:
-        total += 1
-        meta, status = node.get("metadata") or {}, node.get("status") or {}
-        ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-        if ready is None or ready.get("status") == "True":
-            continue
-        since = parse_time(ready.get("lastTransitionTime"))
+        since = _not_ready_since(node)
+        if since is not None and calm_since is not None:
+            since = max(since, calm_since)
         if since is not None and (now - since).total_seconds() >= after_s:
-            lost.add(str(meta.get("name")))
-    return lost if 2 * len(lost) <= total else set()
+            lost.add(str((node.get("metadata") or {}).get("name")))
+    return lost
+
+
+def disrupted(nodes: Sequence[Body]) -> bool:
+    """More than half of the nodes not Ready: the control plane's trouble."""
+    return 2 * sum(_not_ready(n) for n in nodes) > len(nodes)
+
+
+def _ready(node: Body) -> Body | None:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Ready"), None)
+
+
+def _not_ready(node: Body) -> bool:
+    ready = _ready(node)
+    return ready is not None and ready.get("status") != "True"
+
+
+def _not_ready_since(node: Body) -> datetime | None:
+    ready = _ready(node)
+    return parse_time(ready.get("lastTransitionTime")) if ready and _not_ready(node) else None
 
 
 def on_lost_nodes(pods: Sequence[PodView], lost: set[str]) -> list[PodView]:

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import datetime
 
 from cascade_api.base import utcnow
 from cascade_api.modeldeployment import ModelDeploymentSpec
@@ -25,7 +26,7 @@ from cascade_operator.host_copies import host_copy_selector
 from cascade_operator.materialization import JobView, job_selector
 from cascade_operator.metrics import OperatorMetrics
 from cascade_operator.network_policies import policy_selector
-from cascade_operator.node_loss import LOST_AFTER_S, lost_nodes, on_lost_nodes
+from cascade_operator.node_loss import LOST_AFTER_S, disrupted, lost_nodes, on_lost_nodes
 from cascade_operator.observed import GatewayView, MdRef, PodView
 from cascade_operator.peer_secret import peer_secret, token_of
 from cascade_operator.reconcile import Observation
@@ -62,6 +63,7 @@ class Observer:
         )
         self._nodes: list[Body] = []
         self._nodes_read = -NODES_TTL_S
+        self._calm_since: datetime | None = None  # the last disruption seen (node_loss.py)
 
     def observe(self, body: Body, parsed: ParsedSpec, autoscale: bool) -> Observation:
         """Read once, then run the deciders that keep memory and talk to workers and
@@ -148,8 +150,14 @@ class Observer:
         NODES_TTL_S, not once per deployment's reconcile."""
         now = time.monotonic()
         if now - self._nodes_read >= NODES_TTL_S:
-            self._nodes, self._nodes_read = self.cluster.list_nodes(), now
-        return lost_nodes(self._nodes, utcnow(), after_s)
+            try:
+                self._nodes, self._nodes_read = self.cluster.list_nodes(), now
+            except Exception:
+                self._calm_since = utcnow()  # the API server unreachable: a disruption
+                raise
+            if disrupted(self._nodes):
+                self._calm_since = utcnow()
+        return lost_nodes(self._nodes, utcnow(), after_s, self._calm_since)
 
     def _pods(self, ns: str, selector: str) -> list[PodView]:
         return [PodView.of(p) for p in self.cluster.list_pods(ns, selector) if p.get("metadata")]

@@ -4,6 +4,8 @@ changed, and blocksLoaded from each worker's own status."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from controller_world import B, conditions, reconcile, run_pod, serving, status, world
 from operator_fixtures import REF, FakeCluster
 
@@ -11,7 +13,7 @@ from cascade_api import constants as c
 from cascade_api.base import utcnow
 from cascade_operator.builders import worker_selector
 from cascade_operator.host_copies import host_copy_selector
-from cascade_operator.node_loss import lost_nodes
+from cascade_operator.node_loss import LOST_AFTER_S, disrupted, lost_nodes
 from cascade_operator.peer_secret import token_of
 from cascade_protocol.peer_auth import GENERATE_KEY, secret_name, token_env
 from cascade_protocol.status import WorkerStatus
@@ -153,7 +155,7 @@ def test_pods_on_a_lost_node_are_force_deleted_and_replaced_at_once() -> None:
         "conditions": [{"type": "Ready", "status": "Unknown", "lastTransitionTime": lost_since}]
     }
     assert cluster.objects[("Pod", REF.namespace, "llama-1")]["spec"]["nodeName"] == "n1"
-    controller._nodes_read = -1e9  # the node list is read again now
+    controller.observer._nodes_read = -1e9  # the node list is read again now
     reconcile(controller)
     assert cluster.forced == ["llama-1"]
     # Replaced in the same reconcile: the name is free again, the pod is a new one.
@@ -179,3 +181,42 @@ def test_most_nodes_not_ready_at_once_is_a_control_plane_blip_not_node_loss() ->
     assert lost_nodes(cluster.nodes, utcnow()) == {"n0", "n1"}  # half: still node loss
     cluster.nodes[2]["status"] = stale
     assert lost_nodes(cluster.nodes, utcnow()) == set()  # 3 of 4: the API, not the nodes
+
+
+def test_after_a_disruption_a_node_not_ready_since_then_is_not_lost_until_its_clock_runs() -> None:
+    """The nodes come back one by one after an API server outage: the stragglers, not
+    Ready since the disruption, count their time from its end (calm_since)."""
+    cluster = FakeCluster(nodes=4)
+    stale = {"conditions": [{"type": "Ready", "status": "Unknown",
+                             "lastTransitionTime": "2026-11-25T10:00:00Z"}]}  # fmt: skip
+    for node in cluster.nodes[:3]:
+        node["status"] = stale
+    assert disrupted(cluster.nodes) and lost_nodes(cluster.nodes, utcnow()) == set()
+    calm = utcnow()
+    cluster.nodes[0]["status"] = cluster.nodes[1]["status"] = {}  # renewed: Ready again
+    assert not disrupted(cluster.nodes)
+    assert lost_nodes(cluster.nodes, utcnow()) == {"n2"}  # without the disruption's end
+    assert lost_nodes(cluster.nodes, calm + timedelta(seconds=5), calm_since=calm) == set()
+    later = calm + timedelta(seconds=LOST_AFTER_S)
+    assert lost_nodes(cluster.nodes, later, calm_since=calm) == {"n2"}  # silent since
+
+
+def test_the_operator_remembers_the_disruption_it_saw() -> None:
+    controller, cluster, _ = world(2, hostCopies=0)
+    reconcile(controller)
+    run_pod(cluster, "llama-0", "10.0.0.1", ready=True)
+    run_pod(cluster, "llama-1", "10.0.0.2", ready=True)
+    assert cluster.objects[("Pod", REF.namespace, "llama-1")]["spec"]["nodeName"] == "n1"
+    stale = {"conditions": [{"type": "Ready", "status": "Unknown",
+                             "lastTransitionTime": "2026-11-25T10:00:00Z"}]}  # fmt: skip
+    for node in cluster.nodes:
+        node["status"] = stale
+    controller.observer._nodes_read = -1e9
+    reconcile(controller)  # every node not Ready: a disruption, nothing taken back
+    assert cluster.forced == []
+    for node in cluster.nodes:
+        if node["metadata"]["name"] != "n1":
+            node["status"] = {}  # renewed
+    controller.observer._nodes_read = -1e9
+    reconcile(controller)  # n1 the straggler, not Ready (for this count) since the disruption
+    assert cluster.forced == []
