@@ -34,9 +34,7 @@ class OperatorProcess:
     ) -> None:
         self.namespace, self.log = namespace, log
         self.metrics_port = metrics_port  # 0: no /metrics (operators of tests share the host)
-        self.env = dict(os.environ)
-        if kubeconfig is not None:
-            self.env["KUBECONFIG"] = str(kubeconfig)
+        self.env = kube_env(kubeconfig)
         if model_roots is not None:
             self.env["CASCADE_MODEL_ROOTS"] = model_roots
         self.proc: subprocess.Popen[bytes] | None = None
@@ -69,6 +67,11 @@ class OperatorProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
+def kube_env(kubeconfig: Path | None) -> dict[str, str]:
+    """This process's environment, pointed at `kubeconfig` if given."""
+    return dict(os.environ) | ({"KUBECONFIG": str(kubeconfig)} if kubeconfig else {})
+
+
 def _kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> None:
     done = subprocess.run(
         ["kubectl", *args], input=stdin, env=env, text=True, capture_output=True, timeout=120
@@ -94,12 +97,11 @@ def own_namespace(
 ) -> Iterator[tuple[str, OperatorProcess]]:
     """A fresh namespace `PREFIX-xxxxxx` and a started operator watching only it; at exit
     its ModelDeployments, the namespace (neither waited for) and the operator go."""
-    operator = OperatorProcess(kubeconfig, None, log, metrics_port, model_roots)
-    env = operator.env
+    env = kube_env(kubeconfig)
     apply_crds(env)
     ns = f"{prefix}-{uuid.uuid4().hex[:6]}"
     _kubectl(env, "create", "namespace", ns)
-    operator.namespace = ns
+    operator = OperatorProcess(kubeconfig, ns, log, metrics_port, model_roots)
     operator.start()
     try:
         yield ns, operator

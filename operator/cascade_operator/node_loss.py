@@ -9,9 +9,10 @@ has been not Ready for `LOST_AFTER_S` more, the operator force-deletes its pods 
 creates replacements on other nodes in the same reconcile. A node that comes back finds
 them gone and stops their processes.
 
-Unless most nodes look lost at once: that is the control plane's trouble, not the nodes'
-(after an API server outage every lease looks stale until the kubelets renew them), and
-replacing every pod would turn a blip into an outage. Like the node lifecycle
+Unless more than half of the nodes are not Ready at once (for any time): that is the
+control plane's trouble, not the nodes' (after an API server outage every lease looks
+stale until the kubelets renew them), and replacing every pod would turn a blip into an
+outage. Like the node lifecycle
 controller's full-disruption mode, nothing is taken back then, and the disruption's end
 restarts every node's clock (`calm_since`): the nodes come back Ready one by one as they
 renew, and the last few, not Ready since the disruption, are not lost for it (a CI run
@@ -70,7 +71,9 @@ def _not_ready(node: Body) -> bool:
 
 def _not_ready_since(node: Body) -> datetime | None:
     ready = _ready(node)
-    return parse_time(ready.get("lastTransitionTime")) if ready and _not_ready(node) else None
+    if ready is None or ready.get("status") == "True":
+        return None
+    return parse_time(ready.get("lastTransitionTime"))
 
 
 def on_lost_nodes(pods: Sequence[PodView], lost: set[str]) -> list[PodView]:
