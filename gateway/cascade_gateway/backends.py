@@ -37,6 +37,9 @@ JOIN_POLL_S = 0.2  # how often backends that are not ready are polled between ro
 # A stalled backend is skipped for this many stall bounds: past the worker's own stall
 # readiness (cascade_worker.serving.liveness), which then keeps it out until it steps.
 STALL_AVOID_BOUNDS = 4
+# The stall watch looks this many times per bound, so a hung backend's streams are cut
+# at most a tenth of the bound late (a look is a pass over the pool, no I/O).
+STALL_CHECKS_PER_BOUND = 10
 
 
 @dataclass
@@ -209,8 +212,9 @@ async def poll_loop(pool: BackendPool, session: aiohttp.ClientSession, interval:
 
 
 async def stall_loop(pool: BackendPool, bound_s: float, on_stall: Callable[[str], None]) -> None:
-    """Check for stalled backends four times per bound, forever (until cancelled)."""
+    """Check for stalled backends STALL_CHECKS_PER_BOUND times per bound, forever (until
+    cancelled)."""
     while True:
-        await asyncio.sleep(bound_s / 4)
+        await asyncio.sleep(bound_s / STALL_CHECKS_PER_BOUND)
         for url in pool.cut_stalled(bound_s):
             on_stall(url)
