@@ -33,13 +33,10 @@ engine gets `floor(value)`, bounded to [1, engine limit]. Where the paper is vag
 - **Noise: a throughput loss must be told apart from the windows' own spread.** One
   0.5 s window of a busy engine swings by 10-20 %; read raw, one low window halved the
   cap, and a worker under a tight SLO sawed between half and full of the batch that
-  meets it. So TBP halves only beyond a margin measured from the samples themselves:
-
-      margin = max(tolerance, noise_z · cv · sqrt(1/n + 1/n_ref))
-
-  (`cv` of the current cap's per-window throughputs, `n` and `n_ref` the windows behind
-  the two means, capped at `samples`: about 95 %). With one window at the current cap a
-  loss is *unconfirmed* and the cap holds for a second window; a loss after a growth
+  meets it. So TBP halves only beyond `margin = max(tolerance, noise_z · cv · sqrt(1/n +
+  1/n_ref))` (`cv` of the current cap's per-window throughputs, `n` and `n_ref` the
+  windows behind the two means, capped at `samples`: about 95 %). With one window at a
+  cap a loss is *unconfirmed* and the cap holds for a second window; a loss after a growth
   within the margin steps back to the reference cap rather than halving. LBP is neither
   smoothed nor confirmed: LBP >= 1 halves on the window that shows it (but see Prefill).
 - **Thin windows.** A window with fewer than `min_tokens` decoded tokens or fewer than
@@ -70,6 +67,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from cascade_autoscaler.latency_room import room_after
 from cascade_autoscaler.prefill_share import DecodeSpeeds, decode_step_s, halving_outlook, remember
 
 Action = Literal["grow", "halve", "step_back", "hold", "reset"]
@@ -112,6 +110,7 @@ class BatchState:
     variance: float = 0.0  # their (population) variance, running then EWMA like the mean
     ref_samples: int = 1  # windows behind ref_throughput (capped at limits.samples)
     decode: DecodeSpeeds = ()  # pure decode speed by batch, kept across caps (see Prefill)
+    room: int | None = None  # latency_room.py's room; None: no LBP halving yet
 
     @property
     def max_batch(self) -> int:
@@ -239,7 +238,9 @@ def step(
         value, action = _ewma_grow(state.value, pace, limits), "grow"
         reason = f"backpressure {pace:.2f} < 1: grow {cap} -> {_cap(value, limits)}; {tail}"
 
-    new = replace(state, value=float(_bound(value, limits)))
+    value, halved = float(_bound(value, limits)), action == "halve" and lbp >= 1
+    room = room_after(state.room, halved, lbp < 1, _cap(value, limits), obs.running)
+    new = replace(state, value=value, room=room)
     if new.max_batch != cap:
         # Leaving this cap: its mean throughput becomes the reference, if it was measured.
         measured = state.throughput is not None

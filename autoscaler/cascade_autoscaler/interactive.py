@@ -13,9 +13,13 @@ interactive load in instances, rounded up per instance. In a fleet of a few inst
 the rounding is the whole signal: 3 short requests on an instance with room for 32 make
 B = 1, and at Θ 0.3 any trickle holds ceil(1 / 0.3) = 4 instances (measured: the bench
 kept 4-6 instances up through minutes of trickle). So B here is the same quantity
-without the rounding: each instance's interactive in-flight over its batch cap (the
-local autoscaler's, so an instance whose cap fell counts fuller), summed, plus the
-interactive requests the gateway holds for lack of room over the mean cap. B is demand,
+without the rounding: each instance's interactive in-flight over its latency room,
+summed, plus the interactive requests the gateway holds for lack of room over the mean
+room. The room is the largest batch known to meet the ITL SLO (the local autoscaler's,
+`latency_room.py`): the cap once it was halved for latency, so such an instance
+counts fuller; above the cap when the cap fell because a larger batch did not pay in
+throughput, so the requests that cap holds back are not read as demand for another
+instance while the instances could take them within their SLO. B is demand,
 not a count of instances: it exceeds N when instances are overfull or requests wait,
 which Chiron's count cannot show (it needed a "waiting means N + 1" patch that ordered
 an instance per tick during a cold start). A level, not an increment: recounting the
@@ -121,8 +125,8 @@ def interactive_backpressure(busy: float, instances: int) -> float | None:
 
 
 def occupancy(slots: Iterable[tuple[int, int]], queued: int, default_cap: int) -> float:
-    """B in instances: `slots` holds (interactive in flight, batch cap) per ready
-    interactive or mixed instance; waiting requests count over the mean cap, or over
+    """B in instances: `slots` holds (interactive in flight, latency room) per ready
+    interactive or mixed instance; waiting requests count over the mean room, or over
     `default_cap` (the engine's configured cap) while no instance reports one."""
     pairs = [(max(0, used), max(1, cap)) for used, cap in slots]
     held = sum(used / cap for used, cap in pairs)

@@ -91,6 +91,7 @@ def load_body(gw: Gateway) -> GatewayLoad:
             running=s.report.running if s.report else 0,
             waiting=s.report.waiting if s.report else 0,
             max_batch=s.report.max_batch if s.report else 0,
+            batch_room=s.report.batch_room if s.report else 0,
             kv_cache_usage=s.report.kv_cache_usage if s.report else 0.0,
             tokens_per_s=s.report.tokens_per_s if s.report else 0.0,
             error=s.error,

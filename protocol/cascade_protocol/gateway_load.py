@@ -42,6 +42,7 @@ class BackendLoad(Message):
     running: int  # the backend's own last report
     waiting: int
     max_batch: int
+    batch_room: int = 0  # the backend's latency room (LoadReport.batch_room; 0: the cap)
     kv_cache_usage: float
     tokens_per_s: float
     error: str = ""

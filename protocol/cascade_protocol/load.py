@@ -24,6 +24,10 @@ class LoadReport(Message):
     running: int = 0  # requests in the running batch
     max_batch: int = 1  # the batch cap in force now (the local autoscaler moves it)
     engine_max_batch: int = 0  # the engine's own limit: the cap never exceeds it (0: unknown)
+    # The largest batch known to meet the ITL SLO (cascade_autoscaler.latency_room):
+    # above max_batch when the cap fell because a larger batch did not pay in throughput.
+    # 0: no local autoscaler; the cap is the room.
+    batch_room: int = 0
     kv_cache_usage: float = 0.0  # fraction of KV-cache slots/tokens in use
     tokens_per_s: float = 0.0  # generated tokens per second, recent average
     max_model_len: int = 0  # context length: prompt + max_tokens must fit

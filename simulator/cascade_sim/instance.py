@@ -69,6 +69,7 @@ class Instance:
         "pre_sum",
         "ready_at",
         "role",
+        "room",
         "seq",
         "steps",
         "tokens",
@@ -125,6 +126,7 @@ class Instance:
         self.inter = 0  # of those, interactive (IBP: an instance with any is busy)
         self.tokens = 0.0  # decode tokens since start: its reported tokens/s come from it
         self.bstate: BatchState | None = None  # local autoscaler state (adaptive only)
+        self.room = 0  # its latency room (cascade_autoscaler.latency_room); 0: the cap
         self.idle_since: float | None = None  # start of its current idle stretch
         self.restart_window(self.last, cap)
 

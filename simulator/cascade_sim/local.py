@@ -26,6 +26,7 @@ from cascade_autoscaler.batch_size import (
     initial_state,
     step,
 )
+from cascade_autoscaler.latency_room import latency_room
 from cascade_sim.config import BATCH, INTERACTIVE, Slo
 from cascade_sim.instance import Instance
 
@@ -34,6 +35,7 @@ def start(inst: Instance, limits: BatchLimits) -> None:
     """Turn the local autoscaler on for `inst`, at the engine's limit."""
     inst.bstate = initial_state(limits, start=limits.engine_max)
     inst.cap = inst.bstate.max_batch
+    inst.room = latency_room(inst.bstate.room, inst.bstate.max_batch, limits.engine_max)
     inst.restart_window(inst.last, inst.cap)
 
 
@@ -72,6 +74,7 @@ def tick(inst: Instance, now: float, limits: BatchLimits, slos: Mapping[str, Slo
         if reset is not None:
             inst.bstate = reset[0]
             inst.cap = inst.bstate.max_batch
+            inst.room = latency_room(inst.bstate.room, inst.bstate.max_batch, limits.engine_max)
     else:
         inst.idle_since = None
     if inst.w_off or idle:
@@ -82,5 +85,6 @@ def tick(inst: Instance, now: float, limits: BatchLimits, slos: Mapping[str, Slo
     if not decision.measured:
         return None
     inst.cap = decision.max_batch
+    inst.room = latency_room(inst.bstate.room, inst.bstate.max_batch, limits.engine_max)
     inst.restart_window(now, inst.cap)
     return obs.throughput

@@ -80,7 +80,7 @@ class Observer:
             now=now,
             replicas=len(pool.alive),
             instances=tuple(
-                InstanceView(i.role, i.phase is Phase.READY, i.inflight, i.inter, i.cap)
+                InstanceView(i.role, i.phase is Phase.READY, i.inflight, i.inter, i.cap, i.room)
                 for i in pool.alive
             ),
             draining_inflight=sum(i.inflight for i in pool.draining),

@@ -6,7 +6,7 @@ flight, arrivals, output lengths. `context` turns it into `AutoscaleContext` the
 cascade_operator.autoscale.observe does, with its decisions where a report is silent:
 
 - IBP's B: `interactive.occupancy` of the instances that are not batch-role (their
-  interactive in flight over their cap) and the gateway's interactive queue;
+  interactive in flight over their latency room) and the gateway's interactive queue;
 - Algorithm 2's instance throughput: the highest decode tokens/s any instance has
   reported so far (100 before any report); mixed spare capacity counts 0;
 - output lengths: mean and deviation of recently finished requests; before any finished,
@@ -33,6 +33,7 @@ class InstanceView:
     inflight: int  # requests the gateway sent there, not finished (any class)
     interactive: int  # of those, interactive
     cap: int = 1  # the local autoscaler's batch cap now
+    room: int = 0  # its latency room (cascade_autoscaler.latency_room; 0: the cap)
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,10 @@ def context(v: View, spec: AutoscaleSpec) -> AutoscaleContext:
         batch=by_role["batch"],
         starting=sum(1 for i in v.instances if not i.ready),
     )
+    serving = [i for i in v.instances if i.role != "batch" and i.ready]
     load = Load(
         busy=occupancy(
-            ((i.interactive, i.cap) for i in v.instances if i.role != "batch" and i.ready),
+            ((i.interactive, max(i.cap, i.room)) for i in serving),
             v.queued_interactive,
             v.engine_max_batch,
         ),

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from cascade_autoscaler import batch_size as bs
+from cascade_autoscaler.latency_room import latency_room
 from cascade_autoscaler.prefill_share import decode_step_s, halving_outlook, remember
 
 LIMITS = bs.BatchLimits(engine_max=256)
@@ -437,3 +438,36 @@ def test_an_itl_made_by_prefill_chunks_holds_the_cap_and_a_decode_one_halves() -
     # The memory survives the idle reset.
     reset = bs.after_idle(replace(state, value=4.0), 60.0, limits)
     assert reset is not None and reset[0].decode == state.decode == ((16, 160.0),)
+
+
+def room(state: bs.BatchState, limits: bs.BatchLimits) -> int:
+    return latency_room(state.room, state.max_batch, limits.engine_max)
+
+
+def test_latency_room_is_the_limit_until_a_latency_halving_then_what_met_the_slo() -> None:
+    # Throughput halves the cap (96 -> 48): the room stays the engine limit.
+    state = bs.BatchState(value=96.0, ref_batch=64, ref_throughput=1000.0)
+    for _ in range(2):
+        state, d = bs.step(state, obs(96, itl_s=0.05, throughput=900), LIMITS)
+    assert (d.action, d.max_batch) == ("halve", 48)
+    assert room(state, LIMITS) == 256
+    # A step back for throughput leaves the room too.
+    state = bs.BatchState(value=96.0, ref_batch=64, ref_throughput=1000.0, ref_samples=8)
+    state, _ = bs.step(state, obs(96, itl_s=0.05, throughput=700), LIMITS)
+    state, d = bs.step(state, obs(96, itl_s=0.05, throughput=1100), LIMITS)
+    assert (d.action, d.max_batch, room(state, LIMITS)) == ("step_back", 64, 256)
+    # An ITL over the SLO at 64 halves to 32: 32 is all the room.
+    state, d = bs.step(bs.BatchState(value=64.0), obs(64, itl_s=0.15, throughput=900), LIMITS)
+    assert (d.action, d.max_batch, room(state, LIMITS)) == ("halve", 32, 32)
+    # 40 running within the SLO (a batch above the cap: a lowered cap still draining)
+    # shows 40 meets it; a thin window shows nothing.
+    state, _ = bs.step(state, obs(40, itl_s=0.05, throughput=800, tokens=2), LIMITS)
+    assert room(state, LIMITS) == 32
+    state, d = bs.step(state, obs(40, itl_s=0.05, throughput=800), LIMITS)
+    assert state.room == 40
+    # The room is never below the cap (which grew on that window), and starting over
+    # clears it.
+    assert (d.action, room(state, LIMITS)) == ("grow", d.max_batch)
+    assert room(replace(state, value=36.0), LIMITS) == 40
+    reset = bs.after_idle(state, 60.0, LIMITS)
+    assert reset is not None and room(reset[0], LIMITS) == 256

@@ -318,6 +318,27 @@ def test_interactive_pressure_scales_up_and_labels_roles() -> None:
     assert None not in labelled.values()
 
 
+@pytest.mark.parametrize(
+    ("room", "wanted"), [(8, 5), (32, None)], ids=["halved-for-latency", "lowered-for-throughput"]
+)
+def test_a_cap_lowered_for_throughput_is_not_demand_for_instances(
+    room: int, wanted: int | None
+) -> None:
+    """Both backends full at cap 8 with 4 waiting. Where 8 is all the batch that meets the
+    ITL SLO, that is B 2.5 of 2: scale to ceil(2.5 / 0.5) = 5. Where the cap fell because
+    a larger batch did not pay and 32 meet the SLO, it is B 0.625 of 2: no new instance."""
+    controller, cluster, gateways, _ = world(
+        2, {"minReplicas": 2, "maxReplicas": 8, "interactiveBackpressure": {"target": 0.5}}
+    )
+    controller.reconcile(REF.namespace, REF.name)
+    full = [backend(f"llama-{i}", M, 8).model_copy(update={"batch_room": room}) for i in (0, 1)]
+    gateways.report = gateway(full, queued=4)
+    status = tick(controller, cluster)
+    assert cluster.scale_writes[-1:] == ([wanted] if wanted else [])
+    ibp = (8 / room * 2 + 4 / room) / 2
+    assert f"IBP {ibp:.2f}" in status["autoscaler"]["reason"]
+
+
 def test_watch_event_reconciles_do_not_tick() -> None:
     controller, cluster, gateways, _ = world(1, {"minReplicas": 1, "maxReplicas": 4})
     for _ in range(3):

@@ -243,6 +243,7 @@ def test_batch_control_applies_the_cap_and_exports_backpressure() -> None:
         assert engine.engine_max_batch == 8
         before = engine.load_report(instance="w", model="m", ready=True)
         assert (before.max_batch, before.engine_max_batch, before.backpressure) == (8, 8, None)
+        assert before.batch_room == 0  # no local autoscaler: the cap is the room
         assert math.isnan(registry.get_sample_value("cascade_worker_backpressure") or 0.0)
 
         clock = Clock()
@@ -269,12 +270,14 @@ def test_batch_control_applies_the_cap_and_exports_backpressure() -> None:
 
         report = engine.load_report(instance="w", model="m", ready=True)
         assert (report.max_batch, report.engine_max_batch) == (4, 8)
+        assert report.batch_room == 4  # halved for latency: no room above the cap
         assert report.latency_backpressure is not None and report.latency_backpressure > 1
         assert report.backpressure == report.latency_backpressure
         assert report.throughput_backpressure is None  # nothing to compare with yet
         sample = registry.get_sample_value
         assert sample("cascade_worker_max_batch") == 4
         assert sample("cascade_worker_engine_max_batch") == 8
+        assert sample("cascade_worker_batch_room") == 4
         assert sample("cascade_worker_latency_backpressure") == report.latency_backpressure
         assert sample("cascade_worker_backpressure") == report.backpressure
         assert math.isnan(sample("cascade_worker_throughput_backpressure") or 0.0)

@@ -65,9 +65,10 @@ def fleet(replicas: int, pods: Sequence[PodView], wall: datetime | None = None) 
 
 
 def load(loads: Sequence[GatewayLoad], now: float, default_cap: int) -> Load:
-    """IBP's B (occupancy of interactive + mixed backends, waiting requests included),
-    the interactive queue, everything in flight, and the latest arrival. `default_cap`
-    (engine.maxBatchSize) sizes the queue while no backend reports its cap."""
+    """IBP's B (occupancy of interactive + mixed backends over their latency room,
+    waiting requests included), the interactive queue, everything in flight, and the
+    latest arrival. `default_cap` (engine.maxBatchSize) sizes the queue while no backend
+    reports its cap."""
     interactive = RequestClass.INTERACTIVE.value
     queued = sum(g.classes[interactive].queued for g in loads if interactive in g.classes)
     used: dict[str, int] = {}
@@ -77,7 +78,7 @@ def load(loads: Sequence[GatewayLoad], now: float, default_cap: int) -> Load:
             continue
         key = b.pod or b.url  # several gateways report the same backend: add their shares
         used[key] = used.get(key, 0) + b.interactive_in_flight
-        caps[key] = b.max_batch
+        caps[key] = max(b.max_batch, b.batch_room)  # the room a cap lowered for throughput left
     ages = [g.demand.last_arrival_age_s for g in loads if g.demand.last_arrival_age_s is not None]
     return Load(
         busy=occupancy(((used[k], caps[k]) for k in caps), queued, default_cap),

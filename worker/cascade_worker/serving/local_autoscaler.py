@@ -57,6 +57,7 @@ from cascade_autoscaler.batch_size import (
     initial_state,
     step,
 )
+from cascade_autoscaler.latency_room import latency_room
 from cascade_protocol.generate import RequestClass
 
 
@@ -169,6 +170,11 @@ class LocalAutoscaler:
     def max_batch(self) -> int:
         """The cap the engine should run under now."""
         return self.state.max_batch
+
+    @property
+    def latency_room(self) -> int:
+        """The largest batch known to meet the ITL SLO (cascade_autoscaler.latency_room)."""
+        return latency_room(self.state.room, self.state.max_batch, self.limits.engine_max)
 
     def tick(self, now: float) -> Tick:
         """Judge the window up to `now`; the caller applies `max_batch` when it changed."""

@@ -39,6 +39,8 @@ class LoadNow:
     kv_cache_usage: float = 0.0
     tokens_per_s: float = 0.0
     engine_max_batch: int = 0  # the engine's own limit
+    # The largest batch known to meet the ITL SLO (the local autoscaler's; 0 when off).
+    batch_room: int = 0
     # The local autoscaler's last judged window; None before one (or when it is off).
     latency_backpressure: float | None = None
     throughput_backpressure: float | None = None
@@ -112,6 +114,11 @@ class ServingMetrics:
             "engine_max_batch": (
                 "The engine's own batch limit: the local autoscaler's cap stays under it.",
                 lambda x: x.engine_max_batch,
+            ),
+            "batch_room": (
+                "Local autoscaler: the largest batch known to meet the ITL SLO; the cap "
+                "sits lower where a larger batch did not pay in throughput (0 when off).",
+                lambda x: x.batch_room,
             ),
             "latency_backpressure": (
                 "Local autoscaler: ITL / tightest ITL SLO of the running requests "
