@@ -185,6 +185,28 @@ def test_document_table_and_png_come_from_the_runs(tmp_path: Path) -> None:
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_dry_runs_png_draws_every_simulated_owner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No cluster rows: the load, instances and tails come from the simulated runs."""
+    import matplotlib.figure
+
+    doc = json.loads(json.dumps(_doc(tmp_path)))
+    doc["runs"] = {}
+    drawn: dict[str, set[str]] = {}
+    save = matplotlib.figure.Figure.savefig
+
+    def keep(fig: matplotlib.figure.Figure, *args: Any, **kwargs: Any) -> None:
+        drawn["lines"] = {str(line.get_label()) for ax in fig.axes for line in ax.get_lines()}
+        drawn["bars"] = {str(p.get_label()) for ax in fig.axes for p in ax.containers}
+        save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    report.plot(doc, tmp_path / "dry.png")
+    assert {f"{name} simulated" for name in manifest.RUNS} <= drawn["lines"]
+    assert {"interactive", "simulated"} <= drawn["bars"]
+
+
 def test_the_simulators_time_to_ready_is_known_before_the_replays() -> None:
     """Given wins; else the first run's deploy, timed before its replay; never the
     scale-ups the replays measured (the check would be fed its own answer)."""

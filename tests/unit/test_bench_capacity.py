@@ -159,10 +159,14 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
 
 
 def test_per_instance_share_keeps_itl() -> None:
-    total = _pt(8, 900)
+    total = replace(_pt(8, 900), started=60)
     one = per_instance(total, 6)
     assert one.tokens_per_s == pytest.approx(150)
     assert (one.batch, one.itl_p50_s) == (total.batch, total.itl_p50_s)
+    # Each instance prefilled its own 10 of the 60 starts, not all of them.
+    assert one.started == 10
+    alone = without_prefill(replace(one, window_s=10.0), 180, 1800.0)
+    assert alone.tokens_per_s == pytest.approx(one.tokens / (10.0 - 10 * 180 / 1800.0))
     with pytest.raises(ValueError):
         per_instance(total, 0)
 

@@ -151,7 +151,8 @@ def plot(doc: Mapping[str, Any], out: Path) -> None:
     inst_ax = fig.add_subplot(grid[1, :2], sharex=load_ax)
     ttft_ax = fig.add_subplot(grid[2, :2], sharex=load_ax)
     att_ax, cost_ax = fig.add_subplot(grid[0:2, 2]), fig.add_subplot(grid[2, 2])
-    first = next(iter(runs.values()), None)
+    # A dry run has simulated runs only: their arrivals, instances and bars stand alone.
+    first = next(iter(runs.values()), None) or next(iter(sims.values()), None)
     if first is not None:
         below: dict[float, int] = {}
         for cls, color in (("interactive", "tab:green"), ("batch", "tab:purple")):
@@ -190,17 +191,22 @@ def plot(doc: Mapping[str, Any], out: Path) -> None:
             lw=0.9,
             label=name,
         )
-    if "cascade" in sims and sims["cascade"].get("instances"):
-        pts = sims["cascade"]["instances"]
+    for name, sim in sims.items():
+        pts = sim.get("instances") or ()
         inst_ax.step(
             [p[0] / 60 for p in pts],
             [p[1] for p in pts],
             where="post",
-            color=COLORS["cascade"],
+            color=COLORS.get(name),
             ls="--",
             lw=0.9,
-            label="cascade simulated",
+            label=f"{name} simulated",
         )
+        if not runs:  # a dry run: the simulated tail is all there is to show
+            ibins = [b for b in sim["ttft_bins"] if b["class"] == "interactive" and b["ttft_p99_s"]]
+            xs_p99 = [(b["t"] + 15) / 60 for b in ibins]
+            ttft_ax.plot(xs_p99, [b["ttft_p99_s"] for b in ibins], ".--", color=COLORS.get(name),
+                         lw=0.9, label=f"{name} simulated")  # fmt: skip
     inst_ax.set_ylabel("instances (incl. starting)")
     inst_ax.legend(loc="upper right", fontsize=7, ncol=2)
     slo = (doc["choices"]["slo"] or {}).get("interactive", {}).get("ttft_s")
@@ -210,13 +216,13 @@ def plot(doc: Mapping[str, Any], out: Path) -> None:
     ttft_ax.set_ylabel("interactive TTFT p99 / 30 s (s)")
     ttft_ax.set_xlabel("minutes since the replay started")
     ttft_ax.legend(loc="upper right", fontsize=7, ncol=3)
-    names = list(runs)
+    names = list(runs) or list(sims)
     xs = range(len(names))
     for ax, key, label in (
         (att_ax, "att", "interactive SLO attainment"),
         (cost_ax, "cost", "instance-seconds"),
     ):
-        measured = [_value(runs[n], key) for n in names]
+        measured = [_value(runs[n], key) if n in runs else 0.0 for n in names]
         simulated = [_value(sims[n], key) if n in sims else 0.0 for n in names]
         ax.bar(
             [x - 0.2 for x in xs],

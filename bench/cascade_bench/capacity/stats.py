@@ -120,7 +120,8 @@ def without_prefill(
 
 def per_instance(total: CurvePoint, instances: int) -> CurvePoint:
     """One instance's share of a point measured over `instances` equally loaded ones
-    (ITL is per token of each stream already, so it stays)."""
+    (ITL is per token of each stream already, so it stays). The requests it started are
+    its share too: `without_prefill` charges their prompts to this instance's window."""
     if instances < 1:
         raise ValueError("instances must be >= 1")
     return replace(
@@ -128,6 +129,7 @@ def per_instance(total: CurvePoint, instances: int) -> CurvePoint:
         tokens_per_s=total.tokens_per_s / instances,
         tokens=round(total.tokens / instances),
         requests_done=round(total.requests_done / instances),
+        started=round(total.started / instances),
     )
 
 
