@@ -19,9 +19,9 @@ def _runs(text: str) -> tuple[str, ...]:
 
 
 def _picks(text: str) -> tuple[str, ...]:
-    from cascade_bench.autoscale.windows import PICKS
+    from cascade_bench.autoscale.windows import PICKS, TUNING
 
-    return subset(text, PICKS, "windows")
+    return subset(text, (*PICKS, TUNING), "windows")
 
 
 def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,7 +61,8 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--windows",
         type=_picks,
         default=(),
-        help="trace windows of --duration by rule: a subset of busiest,median,quietest",
+        help="trace windows of --duration by rule: a subset of busiest,median,quietest; "
+        "tuning: every other whole window (choose knobs there, report on the rest)",
     )
     e.add_argument(
         "--synthetic",

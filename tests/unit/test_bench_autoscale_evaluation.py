@@ -121,6 +121,18 @@ def test_window_cases_name_the_rule_and_refuse_what_it_cannot_pick(tmp_path: Pat
         ev.window_cases(write_trace(tmp_path / "s.csv", [1, 5, 15]), 10, ("busiest", "median"))
 
 
+def test_the_tuning_windows_are_every_window_the_evaluation_leaves(tmp_path: Path) -> None:
+    # Five 10 s windows with 4, 1, 5, 2, 3 requests: busiest 20, median 40, quietest 10.
+    offsets = [0, 1, 2, 3, 11, 21, 22, 23, 24, 25, 31, 32, 41, 42, 43, 51]
+    path = write_trace(tmp_path / "t.csv", offsets)
+    cases = ev.window_cases(path, 10, ("tuning",))
+    assert [c.name for c in cases] == ["tuning@0s", "tuning@30s"]
+    picked = {c.start_s for c in ev.window_cases(path, 10, ("busiest", "median", "quietest"))}
+    assert picked == {20.0, 40.0, 10.0} and not picked & {c.start_s for c in cases}
+    with pytest.raises(ValueError, match="too few whole"):  # three windows: none left over
+        ev.window_cases(write_trace(tmp_path / "s.csv", [0, 1, 2, 15, 21, 22, 30]), 10, ("tuning",))
+
+
 def test_synthetic_specs_parse_and_their_traces_are_written(tmp_path: Path) -> None:
     assert ev.parse_synthetic("poisson") == 1.0 and ev.parse_synthetic("gamma:2.5") == 2.5
     for bad in ("gamma", "gamma:x", "gamma:-1", "weibull:2"):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_bench.autoscale.synthetic import ArrivalProcess, synthetic_trace, to_csv
-from cascade_bench.autoscale.windows import PICKS, evaluation_windows
+from cascade_bench.autoscale.windows import PICKS, TUNING, evaluation_windows, tuning_windows
 from cascade_bench.replay.trace import load_trace
 
 OWNERS = ("cascade", "fixed_max", "kpa")
@@ -32,24 +32,28 @@ class Case:
 
 
 def window_cases(trace: Path, duration_s: float, picks: Sequence[str]) -> list[Case]:
-    """The picked windows of `trace` (windows.py's rule over whole windows of `duration_s`)."""
-    unknown = [p for p in picks if p not in PICKS]
+    """The picked windows of `trace` (windows.py's rule over whole windows of `duration_s`);
+    `tuning` stands for every window the other picks leave."""
+    unknown = [p for p in picks if p not in (*PICKS, TUNING)]
     if unknown:
-        raise ValueError(f"--windows: {unknown} not among {', '.join(PICKS)}")
-    chosen = {w.name: w for w in evaluation_windows(load_trace(trace), duration_s)}
-    missing = [p for p in picks if p not in chosen]
+        raise ValueError(f"--windows: {unknown} not among {', '.join((*PICKS, TUNING))}")
+    loaded = load_trace(trace)
+    chosen = {w.name: [w] for w in evaluation_windows(loaded, duration_s)}
+    chosen[TUNING] = tuning_windows(loaded, duration_s)
+    missing = [p for p in picks if not chosen.get(p)]
     if missing:
         raise ValueError(f"{trace}: too few whole {duration_s:g} s windows for {missing}")
     return [
         Case(
-            f"{p}@{chosen[p].start_s:g}s",
+            f"{w.name}@{w.start_s:g}s",
             trace,
-            chosen[p].start_s,
+            w.start_s,
             duration_s,
-            f"{p} of the trace's whole {duration_s:g} s windows by requests "
-            f"({chosen[p].requests}, {chosen[p].rate_per_s:.2f}/s)",
+            f"{w.name} of the trace's whole {duration_s:g} s windows by requests "
+            f"({w.requests}, {w.rate_per_s:.2f}/s)",
         )
         for p in picks
+        for w in chosen[p]
     ]
 
 

@@ -8,6 +8,10 @@ from its first arrival; rank them by request count; take the busiest, the median
 quietest (ties go to the earlier window). The bench scales every window's load to the
 same peak (workload.py), so the three differ in shape — how bursty, how long the lulls —
 not in height.
+
+Knobs are chosen elsewhere: `tuning` names every other whole window (with the synthetic
+cases at another `--seed`), so what a knob was chosen on and what it is reported on never
+overlap (issue 33; bench/results/JOURNAL.md, 2026-12-04).
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from dataclasses import dataclass
 from cascade_bench.replay.trace import Trace
 
 PICKS = ("busiest", "median", "quietest")
+TUNING = "tuning"  # every whole window the picks did not take
 
 
 @dataclass(frozen=True)
 class Window:
-    name: str  # "busiest" | "median" | "quietest"
+    name: str  # "busiest" | "median" | "quietest" | "tuning"
     start_s: float  # trace seconds
     duration_s: float
     requests: int
@@ -65,3 +70,13 @@ def evaluation_windows(trace: Trace, duration_s: float) -> list[Window]:
         start, n = ranked[i]
         out.append(Window(name, start, duration_s, n))
     return out
+
+
+def tuning_windows(trace: Trace, duration_s: float) -> list[Window]:
+    """The whole windows `evaluation_windows` leaves, in trace order: where to tune."""
+    taken = {w.start_s for w in evaluation_windows(trace, duration_s)}
+    return [
+        Window(TUNING, start, duration_s, n)
+        for start, n in whole_windows(trace, duration_s)
+        if start not in taken
+    ]
