@@ -92,10 +92,22 @@ def test_goals_fail_with_the_distance_said() -> None:
     assert "-20.0 pts" in goals[4]["detail"] and "-20.0%" in goals[5]["detail"]
 
 
-def test_beating_kpa_allows_a_tie_on_the_other_measure() -> None:
-    assert _holds(compare.goals(_rows((0.9, 3), (0.9, 6), (0.9, 4)), None))[2] is True
-    assert _holds(compare.goals(_rows((0.95, 4), (0.9, 6), (0.9, 4)), None))[2] is True
-    assert _holds(compare.goals(_rows((0.9, 4), (0.9, 6), (0.9, 4)), None))[2] is False
+@pytest.mark.parametrize(
+    ("cascade", "holds"),
+    [
+        ((0.90, 3), True),  # cheaper at equal attainment
+        ((0.90, 4), True),  # equal: not more instance-seconds
+        ((0.89, 3), True),  # a point lower counts as equal, and it is cheaper
+        ((0.90, 5), False),  # more instance-seconds at equal attainment
+        ((0.91, 5), True),  # a point better pays for more
+        ((0.88, 3), False),  # two points worse, however cheap
+    ],
+)
+def test_against_the_kpa_no_more_instance_seconds_unless_a_point_better(
+    cascade: tuple[float, int], holds: bool
+) -> None:
+    goals = compare.goals(_rows(cascade, (0.9, 6), (0.9, 4)), None)
+    assert goals[2]["holds"] is holds
 
 
 def test_missing_runs_leave_goals_undecided() -> None:
