@@ -34,9 +34,15 @@ from cascade_sim.instance import Instance
 def start(inst: Instance, limits: BatchLimits) -> None:
     """Turn the local autoscaler on for `inst`, at the engine's limit."""
     inst.bstate = initial_state(limits, start=limits.engine_max)
-    inst.cap = inst.bstate.max_batch
-    inst.room = latency_room(inst.bstate.room, inst.bstate.max_batch, limits.engine_max)
+    _follow(inst, limits)
     inst.restart_window(inst.last, inst.cap)
+
+
+def _follow(inst: Instance, limits: BatchLimits) -> None:
+    """The engine's cap and the reported latency room, from the controller's state."""
+    assert inst.bstate is not None
+    inst.cap = inst.bstate.max_batch
+    inst.room = latency_room(inst.bstate.room, inst.cap, limits.engine_max)
 
 
 def observation(inst: Instance, slos: Mapping[str, Slo]) -> BatchObservation:
@@ -73,8 +79,7 @@ def tick(inst: Instance, now: float, limits: BatchLimits, slos: Mapping[str, Slo
         reset = after_idle(inst.bstate, now - inst.idle_since, limits)
         if reset is not None:
             inst.bstate = reset[0]
-            inst.cap = inst.bstate.max_batch
-            inst.room = latency_room(inst.bstate.room, inst.bstate.max_batch, limits.engine_max)
+            _follow(inst, limits)
     else:
         inst.idle_since = None
     if inst.w_off or idle:
@@ -84,7 +89,6 @@ def tick(inst: Instance, now: float, limits: BatchLimits, slos: Mapping[str, Slo
     inst.bstate, decision = step(inst.bstate, obs, limits)
     if not decision.measured:
         return None
-    inst.cap = decision.max_batch
-    inst.room = latency_room(inst.bstate.room, inst.bstate.max_batch, limits.engine_max)
+    _follow(inst, limits)  # the decision's cap is the new state's
     inst.restart_window(now, inst.cap)
     return obs.throughput

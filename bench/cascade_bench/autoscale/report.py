@@ -182,15 +182,7 @@ def plot(doc: Mapping[str, Any], out: Path) -> None:
             color=COLORS.get(name),
             label=f"{name} pods",
         )
-        ibins = [b for b in d["ttft_bins"] if b["class"] == "interactive" and b["ttft_p99_s"]]
-        ttft_ax.plot(
-            [(b["t"] + 15) / 60 for b in ibins],
-            [b["ttft_p99_s"] for b in ibins],
-            ".-",
-            color=COLORS.get(name),
-            lw=0.9,
-            label=name,
-        )
+        _tail(ttft_ax, d, name, ".-", name)
     for name, sim in sims.items():
         pts = sim.get("instances") or ()
         inst_ax.step(
@@ -203,10 +195,7 @@ def plot(doc: Mapping[str, Any], out: Path) -> None:
             label=f"{name} simulated",
         )
         if not runs:  # a dry run: the simulated tail is all there is to show
-            ibins = [b for b in sim["ttft_bins"] if b["class"] == "interactive" and b["ttft_p99_s"]]
-            xs_p99 = [(b["t"] + 15) / 60 for b in ibins]
-            ttft_ax.plot(xs_p99, [b["ttft_p99_s"] for b in ibins], ".--", color=COLORS.get(name),
-                         lw=0.9, label=f"{name} simulated")  # fmt: skip
+            _tail(ttft_ax, sim, name, ".--", f"{name} simulated")
     inst_ax.set_ylabel("instances (incl. starting)")
     inst_ax.legend(loc="upper right", fontsize=7, ncol=2)
     slo = (doc["choices"]["slo"] or {}).get("interactive", {}).get("ttft_s")
@@ -248,6 +237,13 @@ def plot(doc: Mapping[str, Any], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
+
+
+def _tail(ax: Any, run: Mapping[str, Any], name: str, fmt: str, label: str) -> None:
+    """A run's interactive TTFT p99 per 30 s bin, at the bins' middles."""
+    bins = [b for b in run["ttft_bins"] if b["class"] == "interactive" and b["ttft_p99_s"]]
+    xs, ys = [(b["t"] + 15) / 60 for b in bins], [b["ttft_p99_s"] for b in bins]
+    ax.plot(xs, ys, fmt, color=COLORS.get(name), lw=0.9, label=label)
 
 
 def _value(d: Mapping[str, Any], key: str) -> float:
