@@ -57,9 +57,9 @@ def test_top_k_keeps_the_k_likeliest() -> None:
     assert torch.isinf(kept[[0, 3]]).all() and kept[1] == 3.0 and kept[2] == 2.0
     assert torch.equal(top_k_filter(logits, 0), logits)
     state = SamplerState.from_params(SamplingParams(temperature=1.0, top_k=1, seed=3))
-    from cascade_worker.engine.sampling import sample_row
+    from cascade_worker.engine.sampling import sample
 
-    assert {sample_row(logits, state) for _ in range(20)} == {1}
+    assert {sample(logits[None], [state])[0] for _ in range(20)} == {1}
 
 
 def test_every_eos_id_of_the_generation_config_ends_a_sequence(tmp_path: Path) -> None:
