@@ -55,18 +55,14 @@ def swiglu(
     return F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down)
 
 
-@dataclass(frozen=True)
-class _Flat:
-    start: torch.Tensor  # [B]
-    num_new: torch.Tensor  # [B]
-    offsets: torch.Tensor  # [B] first flat token index of each sequence
-
-
 @dataclass
 class AttentionGroup:
     """Sequences attended in one call: every decode (one query each) together, each
     multi-token chunk alone. One padded call over all of them would pad every decode's
-    query to the longest chunk: a 180-token prefill beside 31 decodes cost 32 prefills."""
+    query to the longest chunk: a 180-token prefill beside 31 decodes cost 32 prefills.
+
+    Its bounds come from the scheduler's lists, never from a device tensor, so building
+    a step's indices does not wait for the device."""
 
     tokens: torch.Tensor  # [n] flat index of each real query, in padded row order
     valid_rows: torch.Tensor  # [n] index of each real query in the flattened [b * Qmax]
@@ -79,30 +75,46 @@ class AttentionGroup:
     # Every query of the step, one per sequence in order (a step of decodes only): the
     # queries and outputs are views, with no gather or scatter around the attention.
     whole: bool = False
+    # One chunk with nothing cached before it (a prompt's first chunk): it attends to
+    # its own new keys, causally, through SDPA's fused kernels; no gather, no mask.
+    fresh: slice | None = None
 
     @classmethod
     def build(
-        cls, rows: list[int], tables: torch.Tensor, meta: _Flat, block_size: int
-    ) -> AttentionGroup:
-        device = tables.device
-        sel = torch.tensor(rows, dtype=torch.int64, device=device)
-        start, num_new, offsets = meta.start[sel], meta.num_new[sel], meta.offsets[sel]
-        ctx_len = start + num_new
-        j = torch.arange(int(ctx_len.max()), device=device)
-        gather = tables[sel][:, j // block_size] * block_size + j % block_size
-        gather = torch.where(j[None, :] < ctx_len[:, None], gather, 0)
-        i = torch.arange(int(num_new.max()), device=device)
-        q_valid = i[None, :] < num_new[:, None]
-        q_index = torch.where(q_valid, offsets[:, None] + i[None, :], 0)
+        cls, rows: list[int], batch: StageBatch, offsets: list[int], block_size: int,
+        device: torch.device,
+    ) -> AttentionGroup:  # fmt: skip
+        start = [batch.start_positions[r] for r in rows]
+        num_new = [batch.num_new[r] for r in rows]
+        ctx = [s + n for s, n in zip(start, num_new, strict=True)]
+        qmax = max(num_new)
+        width = max(len(batch.block_tables[r]) for r in rows)
+        tables = [[*batch.block_tables[r], *[0] * (width - len(batch.block_tables[r]))]
+                  for r in rows]  # fmt: skip
+        q_valid = [[i < n for i in range(qmax)] for n in num_new]
+        q_index = [[offsets[r] + i if i < n else 0 for i in range(qmax)]
+                   for r, n in zip(rows, num_new, strict=True)]  # fmt: skip
+
+        def t(values: object, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+            return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
+
+        ctx_len = t(ctx)
+        j = torch.arange(max(ctx), device=device)
+        table = t(tables)
+        gather = table[:, j // block_size] * block_size + j % block_size
+        flat_valid = [v for row in q_valid for v in row]
+        single = len(rows) == 1 and start[0] == 0
         return cls(
-            tokens=q_index[q_valid],
-            valid_rows=torch.nonzero(q_valid.reshape(-1)).reshape(-1),
-            gather=gather,
-            q_index=q_index,
-            q_valid=q_valid,
-            q_pos=start[:, None] + i[None, :],
+            tokens=t([x for row, ok in zip(q_index, q_valid, strict=True)
+                      for x, v in zip(row, ok, strict=True) if v]),  # fmt: skip
+            valid_rows=t([i for i, v in enumerate(flat_valid) if v]),
+            gather=torch.where(j[None, :] < ctx_len[:, None], gather, 0),
+            q_index=t(q_index),
+            q_valid=t(q_valid, torch.bool),
+            q_pos=t([[s + i for i in range(qmax)] for s in start]),
             ctx_len=ctx_len,
             _masks={},
+            fresh=slice(offsets[rows[0]], offsets[rows[0]] + num_new[0]) if single else None,
         )
 
     def mask(self, window: int | None) -> torch.Tensor:
@@ -130,32 +142,31 @@ class AttentionMeta:
 
     @classmethod
     def build(cls, batch: StageBatch, block_size: int, device: torch.device) -> AttentionMeta:
-        def t(values: list[int]) -> torch.Tensor:
-            return torch.tensor(values, dtype=torch.int64, device=device)
-
         spans = zip(batch.start_positions, batch.num_new, batch.block_tables, strict=True)
+        positions: list[int] = []
+        slots: list[int] = []
         for s, n, table in spans:
             if len(table) * block_size < s + n:
                 raise ValueError(f"{len(table)} blocks of {block_size} cannot hold {s + n} tokens")
-        start, num_new = t(batch.start_positions), t(batch.num_new)
-        width = max(len(table) for table in batch.block_tables)
-        tables = t([x for tb in batch.block_tables for x in [*tb, *[0] * (width - len(tb))]])
-        tables = tables.view(batch.num_seqs, width)
-        seq_of = torch.repeat_interleave(torch.arange(batch.num_seqs, device=device), num_new)
-        offsets = torch.cumsum(num_new, 0) - num_new
-        positions = start[seq_of] + torch.arange(batch.num_tokens, device=device) - offsets[seq_of]
-        slots = tables[seq_of, positions // block_size] * block_size + positions % block_size
-        flat = _Flat(start, num_new, offsets)
+            positions += range(s, s + n)
+            slots += [table[p // block_size] * block_size + p % block_size for p in range(s, s + n)]
+        offsets = [0]
+        for n in batch.num_new:
+            offsets.append(offsets[-1] + n)
         decodes = [i for i, n in enumerate(batch.num_new) if n == 1]
         chunks = [[i] for i, n in enumerate(batch.num_new) if n > 1]
         rows = decode_groups(decodes, [s + 1 for s in batch.start_positions]) + chunks
-        groups = [AttentionGroup.build(r, tables, flat, block_size) for r in rows]
+        groups = [AttentionGroup.build(r, batch, offsets, block_size, device) for r in rows]
         if len(groups) == 1 and len(decodes) == batch.num_seqs:
             groups[0].whole = True  # one bucket holds every decode, in order
+
+        def t(values: list[int]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.int64).to(device, non_blocking=True)
+
         return cls(
-            positions=positions,
-            slots=slots,
-            last_index=offsets + num_new - 1,
+            positions=t(positions),
+            slots=t(slots),
+            last_index=t([o - 1 for o in offsets[1:]]),
             groups=groups,
         )
 
@@ -183,12 +194,25 @@ KVReader = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 def attention(
-    q: torch.Tensor, read_kv: KVReader, meta: AttentionMeta, window: int | None
-) -> torch.Tensor:
+    q: torch.Tensor, read_kv: KVReader, meta: AttentionMeta, window: int | None,
+    new_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:  # fmt: skip
     """q [T, H, D] of the new tokens -> [T, H*D]; `read_kv(gather)` gives one group's
-    contexts k, v [b, Lmax, KVH, D] from the cache."""
+    contexts k, v [b, Lmax, KVH, D] from the cache; `new_kv` the step's own new keys and
+    values [T, KVH, D], which a fresh chunk attends to directly."""
     out = q.new_empty(q.shape[0], q.shape[1], q.shape[2])
     for g in meta.groups:
+        if g.fresh is not None and window is None and new_kv is not None:
+            span = g.fresh
+            o = F.scaled_dot_product_attention(
+                q[span].transpose(0, 1)[None],
+                new_kv[0][span].transpose(0, 1)[None],
+                new_kv[1][span].transpose(0, 1)[None],
+                is_causal=True,
+                enable_gqa=q.shape[1] != new_kv[0].shape[1],
+            )
+            out[span] = o[0].transpose(0, 1)
+            continue
         k, v = read_kv(g.gather)
         b, qmax = g.q_index.shape
         # index_select/index_copy_ with indices built once a step: a step's per-layer

@@ -163,4 +163,4 @@ class StageModel:
         """Layer i's new keys/values into the paged cache, then attention [T, H*D]."""
         self.cache.write(i, meta.slots, k, v)
         window = self.config.layer_windows[self.start + i]
-        return attention(q, partial(self.cache.read, i), meta, window)
+        return attention(q, partial(self.cache.read, i), meta, window, (k, v))
