@@ -1,6 +1,10 @@
 # Cascade developer targets. `make demo` and `make test` are the README's two commands.
 VENV := .venv
 BIN := $(VENV)/bin
+PYTEST ?= $(BIN)/pytest
+# Test modules with `gpu` tests; `make test-gpu` collects only these (the rest import the
+# cluster stack, which a bare GPU machine need not have).
+GPU_TESTS ?= tests/unit/test_engine_cuda.py
 NODES ?= 4
 EXAMPLE ?= examples/01-minimal
 # pytest-xdist workers of `make test`: the cluster tests run in order on one (one dev
@@ -8,7 +12,7 @@ EXAMPLE ?= examples/01-minimal
 TEST_WORKERS ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup crds lint test test-unit test-integration test-helm test-packaging demo down clean
+.PHONY: setup crds lint test test-unit test-gpu test-integration test-helm test-packaging demo down clean
 
 setup:
 	bash hack/setup.sh
@@ -27,6 +31,9 @@ test: setup lint
 
 test-unit: setup
 	$(BIN)/pytest tests/unit -q
+
+test-gpu:  # where a CUDA device is: the engine on it (hack/gpu-check.sh runs this and the benches)
+	$(PYTEST) -m gpu $(GPU_TESTS) -q -p no:cacheprovider -rA
 
 test-integration: setup
 	$(BIN)/pytest -m integration -q

@@ -43,9 +43,28 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--paths", type=lambda t: subset(t, PATHS, "paths"), default=PATHS,
         help=f"subset of {','.join(PATHS)}",
     )  # fmt: skip
+    en.add_argument(
+        "--device", default="cpu",
+        help="cpu, or cuda / cuda:N: both paths on that GPU in bfloat16 (clock: wall, synced)",
+    )  # fmt: skip
     en.add_argument("--no-compile-times", action="store_true", help="skip the probes")
     en.add_argument("--json", type=Path, default=None, metavar="OUT.json")
     en.set_defaults(func=_engine)
+    sa = cmds.add_parser(
+        "sampling",
+        help="one step's token choice: the batched sampler vs the per-row loop it replaced",
+        description="At each --batches over a --vocab-token vocabulary: greedy, "
+        "temperature, top-k 50 and top-p 0.9, the engine's batched sampler beside the "
+        "per-row loop (one sort per row) it replaced, interleaved, --rounds each; prints "
+        "a table; --json writes {rows}.",
+    )
+    sa.add_argument("--batches", type=ints, default=(1, 16, 64))
+    sa.add_argument("--vocab", type=int, default=128256, help="Llama-3's vocabulary by default")
+    sa.add_argument("--rounds", type=int, default=5)
+    sa.add_argument("--device", default="cpu")
+    sa.add_argument("--threads", type=int, default=1)
+    sa.add_argument("--json", type=Path, default=None, metavar="OUT.json")
+    sa.set_defaults(func=_sampling)
 
 
 def _engine(args: argparse.Namespace) -> int:
@@ -65,3 +84,11 @@ def _engine(args: argparse.Namespace) -> int:
         EngineBenchConfig, args, model_dir=model_dir, compile_times=not args.no_compile_times
     )
     return report(run(cfg, say=say), table, args.json)
+
+
+def _sampling(args: argparse.Namespace) -> int:
+    from cascade_bench.enginebench.sampling import SamplingBenchConfig, run, table
+
+    if args.rounds < 1:
+        raise ValueError("--rounds must be >= 1")
+    return report(run(from_args(SamplingBenchConfig, args), say=say), table, args.json)

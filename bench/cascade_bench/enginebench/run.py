@@ -12,6 +12,7 @@ to say how noisy the run was.
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import tempfile
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+DECODE_PROMPT = 16  # measure.DECODE_PROMPT (that module imports torch)
 PATHS = ("eager", "compiled", "compiled_dynamic", "transformers")
 
 
@@ -33,25 +35,32 @@ class EngineBenchConfig:
     threads: tuple[int, ...] = (1,)
     paths: tuple[str, ...] = PATHS
     compile_times: bool = True
+    device: str = "cpu"  # "cuda": both sides in the engine's CUDA dtype (bf16), same GPU
 
 
 def _engines(cfg: EngineBenchConfig, max_batch: int, max_tokens: int) -> dict[str, Any]:
+    import torch
+
+    from cascade_worker.engine.config import ModelConfig
     from cascade_worker.engine.engine import LLMEngine
+    from cascade_worker.engine.weights import compute_dtype
 
     engines: dict[str, Any] = {}
     for path in cfg.paths:
         if path == "transformers":
             import transformers
 
+            config = ModelConfig.from_hf(json.loads((cfg.model_dir / "config.json").read_text()))
             model: Any = transformers.AutoModelForCausalLM.from_pretrained(
-                cfg.model_dir, dtype="float32"
+                cfg.model_dir, dtype=compute_dtype(config, torch.device(cfg.device))
             )
-            engines[path] = model.eval()
+            engines[path] = model.to(cfg.device).eval()
             continue
         engines[path] = LLMEngine.from_model_dir(
             cfg.model_dir, max_batch=max_batch, prefill_budget=max(cfg.prompts),
+            kv_cache_tokens=kv_tokens(cfg, max_batch),
             compile=path != "eager", compile_max_tokens=max_tokens,
-            compile_dynamic=path == "compiled_dynamic",
+            compile_dynamic=path == "compiled_dynamic", device=cfg.device,
         )  # fmt: skip
     return engines
 
@@ -76,6 +85,7 @@ def run(cfg: EngineBenchConfig, say: Callable[[str], None] = print) -> dict[str,
     torch.set_num_threads(cfg.threads[0])
     max_batch, max_tokens = max(cfg.batches), max(*cfg.batches, *cfg.prompts)
     doc: dict[str, Any] = {"model_dir": str(cfg.model_dir), "threads": list(cfg.threads)}
+    doc["device"] = _device_name(cfg.device)
     doc["loadavg_before"] = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="cascade-bench-engine-"))
     if cfg.compile_times:
@@ -114,6 +124,23 @@ def run(cfg: EngineBenchConfig, say: Callable[[str], None] = print) -> dict[str,
     ]
     doc["loadavg_after"] = os.getloadavg()
     return doc
+
+
+def kv_tokens(cfg: EngineBenchConfig, max_batch: int) -> int:
+    """A KV cache for what the bench runs, not the device's free memory (on a GPU that
+    would leave no room for transformers beside it): the decode batch's contexts or one
+    full context, whichever is more."""
+    config = json.loads((cfg.model_dir / "config.json").read_text())
+    contexts = max_batch * (DECODE_PROMPT + cfg.new_tokens + 16)
+    return max(contexts, int(config["max_position_embeddings"]) + 16)
+
+
+def _device_name(device: str) -> str:
+    import torch
+
+    if torch.device(device).type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
+    return device
 
 
 def paired_ratio(values: list[float], hf: list[float] | None) -> dict[str, Any]:
@@ -165,7 +192,8 @@ def table(doc: dict[str, Any]) -> str:
             else:
                 cells.append(f"{'-':>16}")
         lines.append(f"{threads:>7} {phase:<8} {batch:>5} {prompt:>6} " + " ".join(cells))
-    lines.append("tokens/s, median over rounds; p/hf: median (min-max) of per-round ratios; load "
+    lines.append(f"{doc.get('device', 'cpu')}; tokens/s, median over rounds; p/hf: median "
+                 "(min-max) of per-round ratios; load "
                  f"{doc['loadavg_before'][0]:.2f} -> {doc['loadavg_after'][0]:.2f}")  # fmt: skip
     if "compile_s" in doc:
         c = doc["compile_s"]

@@ -10,7 +10,6 @@ most of the vocabulary, the case that makes a sort-based filter pay for the whol
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -53,12 +52,13 @@ def per_row_baseline(logits: Any, states: list[Any]) -> list[int]:
 def run(cfg: SamplingBenchConfig, say: Callable[[str], None] = print) -> dict[str, Any]:
     import torch
 
+    from cascade_bench.enginebench.measure import clock
     from cascade_protocol.generate import SamplingParams
     from cascade_worker.engine.sampling import SamplerState, sample
 
     torch.set_num_threads(cfg.threads)
     device = torch.device(cfg.device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    now = clock(device)
     paths = {"batched": sample, "per_row": per_row_baseline}
     rows = []
     for batch in cfg.batches:
@@ -75,12 +75,10 @@ def run(cfg: SamplingBenchConfig, say: Callable[[str], None] = print) -> dict[st
                         )
                         for i in range(batch)
                     ]
-                    sync()
-                    began = time.perf_counter()
+                    began = now()
                     fn(logits, states)
-                    sync()
                     if r:
-                        samples[name].append((time.perf_counter() - began) * 1000)
+                        samples[name].append((now() - began) * 1000)
             row = {"batch": batch, "vocab": cfg.vocab, "case": case, "device": cfg.device}
             for name, values in samples.items():
                 row[f"{name}_ms"] = statistics.median(values)

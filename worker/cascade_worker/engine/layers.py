@@ -103,10 +103,10 @@ class AttentionGroup:
         table = t(tables)
         gather = table[:, j // block_size] * block_size + j % block_size
         flat_valid = [v for row in q_valid for v in row]
+        flat_index = [x for row in q_index for x in row]
         single = len(rows) == 1 and start[0] == 0
         return cls(
-            tokens=t([x for row, ok in zip(q_index, q_valid, strict=True)
-                      for x, v in zip(row, ok, strict=True) if v]),  # fmt: skip
+            tokens=t([x for x, v in zip(flat_index, flat_valid, strict=True) if v]),
             valid_rows=t([i for i, v in enumerate(flat_valid) if v]),
             gather=torch.where(j[None, :] < ctx_len[:, None], gather, 0),
             q_index=t(q_index),

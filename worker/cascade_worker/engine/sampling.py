@@ -9,7 +9,7 @@ tokens already hold `top_p` of the mass is outside the nucleus, and so is every 
 likelier than it, so the pivot rises to it and the row draws again. The nucleus holds at
 least `top_p` of the proposal's mass, so a row needs about 1 / top_p draws. A per-row
 loop with a full sort cost 3.1 s a step at batch 64 over a 128k vocabulary on one CPU
-thread (bench/results/sampling-*.json).
+thread (`cascade bench sampling`; bench/results/sampling-*.json).
 
 Every request owns a CPU `torch.Generator` seeded from its `seed` (or from the OS when
 it has none) and each of its draws takes one uniform from it, so a seeded request draws
@@ -85,40 +85,52 @@ def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return kept / kept.sum(-1, keepdim=True)
 
 
+CPU_PASS_ELEMENTS = 1 << 20  # logits a CPU pass takes: temporaries the allocator reuses
+
+
 def sample(logits: torch.Tensor, states: list[SamplerState]) -> list[int]:
     """Tokens for logits [B, vocab], row i sampled with states[i]."""
     rows = [i for i, s in enumerate(states) if s.generator is not None]
+    if len(rows) < len(states):
+        tokens = torch.argmax(logits, dim=-1)
+    else:  # every row drawn: no argmax over the vocabulary
+        tokens = torch.empty(len(states), dtype=torch.int64, device=logits.device)
     if not rows:
-        return [int(t) for t in torch.argmax(logits, dim=-1).tolist()]
-    if len(rows) == len(states):
-        return [int(t) for t in _draw(logits.clone(), states).tolist()]
-    where = torch.tensor(rows, device=logits.device)
-    drawn = _draw(logits.index_select(0, where), [states[i] for i in rows])
-    tokens = torch.argmax(logits, dim=-1).index_copy_(0, where, drawn)
+        return [int(t) for t in tokens.tolist()]
+    # On a CPU a fresh 128k-wide temporary costs more than the arithmetic on it (new
+    # pages: 12 ms of a 32 ms step at batch 64), so passes of a few rows; one on a GPU.
+    step = len(rows)
+    if logits.device.type == "cpu":
+        step = max(1, CPU_PASS_ELEMENTS // logits.shape[-1])
+    for a in range(0, len(rows), step):
+        part = rows[a : a + step]
+        where = torch.tensor(part, device=logits.device)
+        drawn = _draw(logits.index_select(0, where), [states[i] for i in part])
+        tokens.index_copy_(0, where, drawn)
     return [int(t) for t in tokens.tolist()]
 
 
 def _draw(logits: torch.Tensor, states: list[SamplerState]) -> torch.Tensor:
-    """One token per row of [n, vocab] logits, every row sampled. On a CPU a 128k-wide
-    temporary costs more than the arithmetic on it (fresh pages), so there is one: the
-    scaled logits, then worked on in place. A batch whose every row has a top-k works on
-    the k likeliest columns alone."""
+    """One token per row of [n, vocab] logits, every row sampled. A batch whose every
+    row has a top-k works on the k likeliest columns alone (top-k commutes with a
+    positive temperature); otherwise the scaled logits are the one full-width
+    temporary, worked on in place."""
     device, vocab = logits.device, logits.shape[-1]
-    x = logits.float() / torch.tensor([s.temperature for s in states], device=device)[:, None]
+    scale = torch.tensor([s.temperature for s in states], device=device)[:, None]
     ks = [s.top_k for s in states]
     if all(0 < k < vocab for k in ks):
-        x, columns = torch.topk(x, max(ks), dim=-1)  # [n, kmax], likeliest first
+        x, columns = torch.topk(logits.float(), max(ks), dim=-1)  # likeliest first
         cut = torch.arange(x.shape[1], device=device) >= torch.tensor(ks, device=device)[:, None]
-        x.masked_fill_(cut, float("-inf"))
+        x = x.div_(scale).masked_fill_(cut, float("-inf"))
         return columns.gather(1, _nucleus(x, states)[:, None])[:, 0]
-    return _nucleus(top_k_filter(x, ks), states)
+    return _nucleus(top_k_filter(logits.float() / scale, ks), states)
 
 
 def _nucleus(x: torch.Tensor, states: list[SamplerState]) -> torch.Tensor:
-    """One column per row of scaled logits [n, w] (overwritten), drawn by inverse CDF
-    within each row's top-p nucleus, by rejection (module docstring)."""
+    """One column per row of scaled logits [n, w], drawn by inverse CDF within each
+    row's top-p nucleus, by rejection (module docstring)."""
     device = x.device
-    w = x.sub_(x.max(dim=-1, keepdim=True).values).exp_()  # unnormalised weights
+    w = torch.softmax(x, dim=-1)  # one fused pass; later rounds zero what they rule out
     tokens = _inverse_cdf(w, [s.uniform() for s in states])
     top_p = [s.top_p for s in states]
     active = [i for i, p in enumerate(top_p) if p < 1.0]

@@ -119,7 +119,7 @@ class StageModel:
         lo, hi = layers or (self.start, self.end)
         if not self.start <= lo < hi <= self.end:
             raise ValueError(f"layers [{lo}, {hi}) outside this stage's [{self.start}, {self.end})")
-        x = batch.input.to(self.device)
+        x = batch.input.to(self.device, non_blocking=True)  # a blocking copy syncs the stream
         meta = AttentionMeta.build(batch, self.cache.config.block_size, self.device)
         if self.compiled is not None and (lo, hi) == (self.start, self.end):
             x = self.compiled(x, meta)

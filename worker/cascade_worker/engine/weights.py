@@ -47,10 +47,11 @@ class StageWeights:
 
 
 def compute_dtype(config: ModelConfig, device: torch.device) -> torch.dtype:
-    """float32 on CPU (fast there, exact parity); the checkpoint's half type on GPUs."""
+    """float32 on CPU (fast there, exact parity); on accelerators bfloat16, or float16
+    for a float16 checkpoint (its values may not fit bfloat16's mantissa)."""
     if device.type == "cpu":
         return torch.float32
-    return torch.bfloat16 if config.dtype == "bfloat16" else torch.float16
+    return torch.float16 if config.dtype == "float16" else torch.bfloat16
 
 
 def store_tensors(
