@@ -77,3 +77,8 @@ LABEL_NIC_MTU: Final = f"{GROUP}/nic-mtu"
 # file here, and a worker's accelerator threads (engine step, pipeline stage compute)
 # write their thread ids into it; the rest of the worker runs on the host's cores.
 ACCELERATOR_TASKS_ENV: Final = "CASCADE_ACCELERATOR_TASKS"
+
+# A node that plays its GPUs with CPU quotas (the dev cluster's node agent) says so in
+# every container's environment: a worker given GPUs there computes on the CPU instead of
+# failing its start for want of CUDA (worker engine/device.py). A pod's own env wins.
+NODE_EMULATION_ENV: Final = "CASCADE_NODE_EMULATION"

@@ -76,8 +76,27 @@ class Dtype(StrEnum):
     FLOAT32 = "float32"
 
 
+class Device(StrEnum):
+    AUTO = "auto"
+    CUDA = "cuda"
+    CPU = "cpu"
+
+
 class EngineOptions(ApiModel):
-    dtype: Dtype = Field(default=Dtype.AUTO, description="Weight and activation dtype.")
+    device: Device = Field(
+        default=Device.AUTO,
+        description="Where the engine computes. auto: CUDA when the pod was given GPUs "
+        "(instance.gpus) and CUDA is available, else the CPU. A pod that asks for GPUs "
+        "(or cuda) and finds no CUDA device fails its start with an error naming the pod, "
+        "the device asked for and what it found, unless its node declares itself an "
+        "emulation (the dev cluster's nodes do). Host copies hold weights in host memory "
+        "whatever this says.",
+    )
+    dtype: Dtype = Field(
+        default=Dtype.AUTO,
+        description="Weight and activation dtype. auto: float32 on the CPU; on CUDA "
+        "bfloat16, or float16 for a float16 checkpoint.",
+    )
     max_model_len: int = Field(
         default=4096, ge=16, le=1_048_576, description="Longest prompt plus completion, tokens."
     )
@@ -352,6 +371,19 @@ class InstanceStartup(ApiModel):
     )
 
 
+class InstanceDevice(ApiModel):
+    """What an instance's engine computes on, as its worker reports it."""
+
+    kind: str = Field(description="cuda or cpu.")
+    name: str = Field(description="The accelerator's product name (or cpu).")
+    memory_bytes: int = Field(default=0, ge=0, description="The device's memory, bytes.")
+    emulated: bool = Field(
+        default=False,
+        description="A CPU standing in for the pod's GPUs on a node that declares itself an "
+        "emulation (the dev cluster).",
+    )
+
+
 class InstanceStatus(ApiModel):
     pod: str = Field(description="Worker pod name.")
     node: str | None = Field(default=None, description="Node the pod runs on.")
@@ -370,6 +402,9 @@ class InstanceStatus(ApiModel):
     )
     materialization: InstanceMaterialization | None = Field(
         default=None, description="What its start did with materialized state, as reported."
+    )
+    device: InstanceDevice | None = Field(
+        default=None, description="What its engine computes on, once its worker reported it."
     )
 
 

@@ -94,6 +94,13 @@ def worker_resources(spec: ModelDeploymentSpec, cfg: OperatorConfig) -> Manifest
     return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
 
+def give_accelerators(container: Manifest, spec: ModelDeploymentSpec, cfg: OperatorConfig) -> None:
+    """The instance's resources, and the GPU count the worker's `auto` device reads
+    (engine/device.py): a pod that was given GPUs must find CUDA."""
+    container["resources"] = worker_resources(spec, cfg)
+    container["env"].append({"name": "CASCADE_GPUS", "value": str(spec.instance.gpus)})
+
+
 def worker_pod(
     ref: MdRef,
     spec: ModelDeploymentSpec,
@@ -111,7 +118,7 @@ def worker_pod(
         **scrape_annotations(c.WORKER_PORT),
     }
     container = pod["spec"]["containers"][0]
-    container["resources"] = worker_resources(spec, cfg)
+    give_accelerators(container, spec, cfg)
     container["securityContext"] = hardening.worker_context(spec.instance.gpus, cfg)
     return pod
 
@@ -139,6 +146,7 @@ def process_pod(
         {"name": "CASCADE_MODEL_DIGEST", "value": spec.model.digest or ""},  # the pin
         {"name": "CASCADE_MODEL_PATH", "value": model_path},
         {"name": "CASCADE_SERVED_NAME", "value": served_name(ref, spec)},
+        {"name": "CASCADE_DEVICE", "value": str(spec.engine.device)},
         {"name": "CASCADE_DTYPE", "value": str(spec.engine.dtype)},
         {"name": "CASCADE_MAX_MODEL_LEN", "value": str(spec.engine.max_model_len)},
         {"name": "CASCADE_MAX_BATCH_SIZE", "value": str(spec.engine.max_batch_size)},

@@ -28,6 +28,7 @@ from cascade_api.materialization import MaterializationPhase
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_operator.builders import (
     component_selector,
+    give_accelerators,
     owner_reference,
     process_pod,
     worker_resources,
@@ -88,7 +89,7 @@ def profile_job(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfig) -> M
     container = pod_spec["containers"][0]
     for probe in ("readinessProbe", "livenessProbe"):  # a one-shot run serves nothing
         container.pop(probe, None)
-    container["resources"] = worker_resources(spec, cfg)
+    give_accelerators(container, spec, cfg)
     container["env"] = [
         {"name": e["name"], "value": "on"} if e["name"] == "CASCADE_MATERIALIZATION" else e
         for e in container["env"]

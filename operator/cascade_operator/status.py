@@ -22,6 +22,7 @@ from cascade_api.base import Condition, set_condition
 from cascade_api.materialization import InstanceMaterialization
 from cascade_api.modeldeployment import (
     HostCopyStatus,
+    InstanceDevice,
     InstanceMode,
     InstanceStartup,
     InstanceStatus,
@@ -183,6 +184,15 @@ def _instances(inp: StatusInput) -> list[InstanceStatus]:
             return instance_materialization(info)
         return old.materialization if old else None
 
+    def device(p: PodView) -> InstanceDevice | None:
+        info = inp.startups.get(p.name)
+        if info is not None and (d := info.device) is not None:
+            return InstanceDevice(
+                kind=d.kind, name=d.name, memory_bytes=d.memory_bytes, emulated=d.emulated
+            )
+        old = before.get(p.name)
+        return old.device if old else None
+
     return [
         InstanceStatus(
             pod=p.name,
@@ -194,6 +204,7 @@ def _instances(inp: StatusInput) -> list[InstanceStatus]:
             mode=InstanceMode(inp.modes[p.name]) if p.name in inp.modes else None,
             startup=startup(p),
             materialization=materialized(p),
+            device=device(p),
         )
         for p in sorted(inp.pods, key=lambda p: (p.index, p.name))
     ]

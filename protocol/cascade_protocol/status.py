@@ -116,6 +116,17 @@ class WeightsFrom(StrEnum):
     HOST = "host"  # streamed from host copies only
 
 
+class DeviceInfo(Report):
+    """What the engine computes on (engine/device.py decides it at start)."""
+
+    kind: str  # "cuda" or "cpu"
+    name: str  # the accelerator's product name ("NVIDIA H100 80GB HBM3"), or "cpu"
+    memory_bytes: int = 0  # the device's memory; the host's for a CPU
+    # A CPU standing in for the GPUs the pod was given, on a node that declares itself an
+    # emulation (the dev cluster).
+    emulated: bool = False
+
+
 class StartupInfo(Report):
     """How this worker started: when, each stage's seconds, where its weights came from."""
 
@@ -127,6 +138,7 @@ class StartupInfo(Report):
     weights_from: WeightsFrom | None = None
     weights_bytes: int = 0
     ready_at: float | None = None  # wall clock its engine first took requests
+    device: DeviceInfo | None = None  # where its engine computes, decided at start
 
 
 class LoadReport(Report):

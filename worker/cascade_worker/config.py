@@ -13,7 +13,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cascade_api.constants import DATA_PORT, PIPELINE_PORT, WORKER_PORT
+from cascade_api.constants import DATA_PORT, NODE_EMULATION_ENV, PIPELINE_PORT, WORKER_PORT
 from cascade_api.modeldeployment import Dtype
 from cascade_protocol.cli_args import (
     add_serving_args,
@@ -89,8 +89,15 @@ class WorkerConfig:
     # Most requests waiting for a batch slot before 429 (0 = no limit): the gateway holds
     # the real queues, so a worker's queue stays short and its wait visible to routing.
     queue_limit: int = DEFAULT_QUEUE_LIMIT
-    # Where the engine runs ("cuda:0", "cpu"); empty = the engine's default.
+    # Where the engine runs: the ModelDeployment's engine.device ($CASCADE_DEVICE: auto,
+    # cuda, cuda:N, cpu; empty = auto) until the worker's start settles it to a torch
+    # device name (engine/device.py).
     device: str = ""
+    # GPUs the pod was given ($CASCADE_GPUS, the instance's gpus): auto means CUDA then.
+    gpus: int = 0
+    # The node plays its GPUs with CPU quotas ($CASCADE_NODE_EMULATION, the dev cluster's
+    # node agent sets it): a GPU pod without CUDA computes on the CPU instead of failing.
+    node_emulation: bool = False
     # Weight/activation dtype ("bfloat16", ...); "auto" = the checkpoint's ($CASCADE_DTYPE).
     dtype: str = "auto"
     # The model name in load reports ($CASCADE_SERVED_NAME, set by the operator).
@@ -219,7 +226,14 @@ def add_engine_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> 
     parser.add_argument(
         "--device",
         default=env.get("CASCADE_DEVICE", ""),
-        help="engine device, e.g. cuda:0 (env CASCADE_DEVICE; default: the engine's)",
+        help="engine device: auto, cuda, cuda:N or cpu (env CASCADE_DEVICE; default auto: "
+        "CUDA when the pod was given GPUs, $CASCADE_GPUS)",
+    )
+    parser.add_argument(
+        "--gpus",
+        type=parse_limit,
+        default=env.get("CASCADE_GPUS") or "0",
+        help="GPUs the pod was given (env CASCADE_GPUS, set by the operator; default 0)",
     )
     parser.add_argument(
         "--dtype",
@@ -282,6 +296,8 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> WorkerConfig:
         prefill_tokens_per_step=args.prefill_tokens_per_step,
         queue_limit=args.queue_limit,
         device=args.device,
+        gpus=args.gpus,
+        node_emulation=env.get(NODE_EMULATION_ENV, "").strip().lower() in ("1", "true"),
         dtype=args.dtype,
         served_name=env.get("CASCADE_SERVED_NAME", ""),
         request_drain_seconds=args.request_drain_seconds,

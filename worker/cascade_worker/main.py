@@ -18,6 +18,7 @@ stage request), "an engine takes requests, or a pipeline stage listens".
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import logging
 import os
@@ -30,7 +31,13 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Info
 
 from cascade_protocol.service import create_app, new_registry, serve, setup_logging
-from cascade_protocol.status import STATUS_PATH, StartupStage, WorkerRole, WorkerStatus
+from cascade_protocol.status import (
+    STATUS_PATH,
+    DeviceInfo,
+    StartupStage,
+    WorkerRole,
+    WorkerStatus,
+)
 from cascade_worker.access import peer_key
 from cascade_worker.access.http_auth import guard, register_auth_metrics
 from cascade_worker.config import WorkerConfig, load_config
@@ -47,6 +54,7 @@ from cascade_worker.transport.env import stop_notifier, use_notifier_thread
 log = logging.getLogger("cascade_worker")
 
 CONFIG_KEY = web.AppKey("cascade_worker_config", WorkerConfig)
+TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default terminationMessagePath
 
 
 def register_metrics(registry: CollectorRegistry, config: WorkerConfig) -> None:
@@ -57,6 +65,21 @@ def register_metrics(registry: CollectorRegistry, config: WorkerConfig) -> None:
     info.info({"model": config.model_uri, "deployment": config.deployment})
     up = Gauge("cascade_worker_up", "1 while the worker process is serving.", registry=registry)
     up.set(1)
+    device = engine_device(config)
+    if device is not None:
+        Info(
+            "cascade_worker_device", "What this worker's engine computes on.", registry=registry
+        ).info({k: str(v).lower() for k, v in device.model_dump().items()})
+
+
+def engine_device(config: WorkerConfig) -> DeviceInfo | None:
+    """The settled device (`settle_device`) as /v1/status reports it; None on a host copy."""
+    if config.host_copy:
+        return None
+    from cascade_worker.engine.device import describe
+
+    name = config.device or "cpu"
+    return describe(name, emulated=config.gpus > 0 and not name.startswith("cuda"))
 
 
 def worker_status(app: web.Application) -> WorkerStatus:
@@ -131,6 +154,7 @@ async def run(config: WorkerConfig) -> None:
     listening: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     app = build_app(config)
     startup = app[CONTROL_KEY].startup
+    startup.info.device = engine_device(config)
 
     def listening_now(_: object) -> None:
         startup.listening()
@@ -142,6 +166,31 @@ async def run(config: WorkerConfig) -> None:
     )
 
 
+def settle_device(config: WorkerConfig) -> WorkerConfig:
+    """The engine's device, decided once before anything listens (engine/device.py): a
+    pod that asked for a GPU it cannot find fails here, not on its first request."""
+    if config.host_copy:  # holds weights in host memory; runs no engine
+        return config
+    from cascade_worker.engine.device import choose_device, probe
+
+    device = choose_device(
+        config.device, config.gpus, probe, emulated=config.node_emulation, pod=config.pod_name
+    )
+    return dataclasses.replace(config, device=device)
+
+
+def refuse_start(message: str) -> int:
+    """Log why the worker cannot start and leave it where Kubernetes shows it (the
+    container's termination message, `kubectl describe pod`)."""
+    log.error("cannot start: %s", message)
+    try:
+        with open(TERMINATION_LOG, "w", encoding="utf-8") as out:
+            out.write(message)
+    except OSError:
+        pass  # not under a kubelet that provides one
+    return 3
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(os.environ)
     config = load_config(sys.argv[1:] if argv is None else argv, os.environ)
@@ -151,6 +200,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.deployment or "-",
         config.model_uri or "-",
     )
+    from cascade_worker.engine.device import DeviceUnavailable
+
+    asked = config.device or "auto"
+    try:
+        config = settle_device(config)
+    except (DeviceUnavailable, ValueError) as exc:
+        return refuse_start(str(exc))
+    log.info("engine device %s (asked %s, %d GPU(s))", config.device, asked, config.gpus)
     if config.materialize_once:
         return materialize(config)
     # All the worker's UCX traffic runs on its one loop (transfers, pipeline head and

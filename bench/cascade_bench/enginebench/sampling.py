@@ -79,7 +79,8 @@ def run(cfg: SamplingBenchConfig, say: Callable[[str], None] = print) -> dict[st
                     fn(logits, states)
                     if r:
                         samples[name].append((now() - began) * 1000)
-            row = {"batch": batch, "vocab": cfg.vocab, "case": case, "device": cfg.device}
+            row: dict[str, Any] = {"batch": batch, "vocab": cfg.vocab, "case": case}
+            row["device"] = cfg.device
             for name, values in samples.items():
                 row[f"{name}_ms"] = statistics.median(values)
                 row[f"{name}_ms_range"] = [min(values), max(values)]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cascade_api import constants as c
 from cascade_dev.cpuquota import confined_from_ready
 
 from . import images, runner
@@ -154,6 +155,7 @@ def start_container(w: PodState, run: Run) -> list[float]:
     if w.ctx.cpu is not None:
         base.update(w.ctx.cpu.env(w.node, w.pod))
     base.update(storage_env(w.ctx.storage_mbit))  # the pod's own env still wins
+    base[c.NODE_EMULATION_ENV] = "1"  # this node's GPUs are emulated (its simulated label)
     kube = w.ctx.kube
     try:
         prep = prepare(

@@ -2,6 +2,7 @@
 
 core.py       the EngineCore protocol the serving layer drives, and what it reports
 options.py    EngineOptions: what a serve request or the worker's flags ask of the engine
+device.py     where the engine computes: the pod's ask, its GPUs and what torch finds
 engine.py     LLMEngine (EngineCore): tokenize, validate, schedule, execute, sample, stream
 scheduler.py  continuous batching decisions (pure): classes, max_batch, budget, preemption
 kv_blocks.py  paged KV capacity: block allocator and tables (pure)
@@ -16,10 +17,10 @@ kv_profile.py measure the worst step's memory peak, size the KV cache (profile_k
 startup.py    a one-process engine's start-up: load, size (or restore), compile
 compiled.py   torch.compile of a layer range: token buckets, attention as a custom op
 config.py     ModelConfig from HF config.json
-sampling.py   greedy / temperature / top-p with per-request generators
+sampling.py   greedy / temperature / top-k / top-p, batched on the device, seeded per request
 tokenizer.py  tokenizers-based encode, chat templates, incremental detokenizing
 output.py     streamed text with stop strings held back and cut
 requests.py   per-request state and stop rules
 
-Importing this package (or core.py, options.py) does not import torch.
+Importing this package (or core.py, options.py, device.py) does not import torch.
 """

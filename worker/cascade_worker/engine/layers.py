@@ -1,5 +1,9 @@
 """The Llama-family decoder math in plain torch, matching transformers' eager path.
 
+Tensors are indexed by explicit ops (narrow, unsqueeze, index_select), not Python
+subscripts: the same ops, and a FakeTensorMode test can place a step on a `cuda` device
+on a machine without one (tests/unit/test_engine_fake_cuda.py).
+
 RMSNorm computes in float32 and scales in the input dtype; RoPE uses HF's rotate_half
 convention (the two halves of each head, not interleaved pairs) with cos/sin computed in
 float32; attention is grouped-query with a causal mask, optionally limited to the last
@@ -37,7 +41,7 @@ def rope_cos_sin(
     """cos, sin [T, head_dim] for token positions [T]."""
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).float()
     inv_freq = 1.0 / (theta ** (exponents / head_dim))
-    freqs = positions.float()[:, None] * inv_freq[None, :]
+    freqs = positions.float().unsqueeze(1) * inv_freq.unsqueeze(0)
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
@@ -45,14 +49,44 @@ def rope_cos_sin(
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate x [T, heads, head_dim] by per-token cos/sin [T, head_dim]."""
     half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos[:, None, :] + rotated * sin[:, None, :]
+    rotated = torch.cat((-x.narrow(-1, half, half), x.narrow(-1, 0, half)), dim=-1)
+    return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1)
 
 
 def swiglu(
     x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor
 ) -> torch.Tensor:
     return F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down)
+
+
+class Upload:
+    """A step's index lists, sent to the device as one int64 tensor (from pinned memory
+    on CUDA, so the copy is asynchronous: a blocking copy would make the host wait for
+    the stream), then handed out as views."""
+
+    def __init__(self) -> None:
+        self._flat: list[int] = []
+        self._parts: list[tuple[int, int, tuple[int, ...]]] = []
+
+    def add(self, values: list[int], shape: tuple[int, ...] | None = None) -> int:
+        """Queue `values` (row-major for `shape`); the index of its tensor in `send`."""
+        self._parts.append((len(self._flat), len(values), shape or (len(values),)))
+        self._flat += values
+        return len(self._parts) - 1
+
+    def send(self, device: torch.device) -> list[torch.Tensor]:
+        host = torch.tensor(self._flat, dtype=torch.int64)
+        if device.type == "cuda" and torch.cuda.is_available():
+            host = host.pin_memory()
+        flat = host.to(device, non_blocking=True)
+        return [flat.narrow(0, a, n).view(shape) for a, n, shape in self._parts]
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    parts: dict[str, int]  # each tensor's index in the step's Upload
+    lmax: int  # the longest context
+    fresh: tuple[int, int] | None
 
 
 @dataclass
@@ -77,57 +111,65 @@ class AttentionGroup:
     whole: bool = False
     # One chunk with nothing cached before it (a prompt's first chunk): it attends to
     # its own new keys, causally, through SDPA's fused kernels; no gather, no mask.
-    fresh: slice | None = None
+    fresh: tuple[int, int] | None = None  # (first flat token, tokens)
 
     @classmethod
-    def build(
-        cls, rows: list[int], batch: StageBatch, offsets: list[int], block_size: int,
-        device: torch.device,
-    ) -> AttentionGroup:  # fmt: skip
+    def plan(cls, rows: list[int], batch: StageBatch, offsets: list[int], up: Upload) -> GroupPlan:
+        """The group's index lists, added to the step's upload (pure Python)."""
         start = [batch.start_positions[r] for r in rows]
         num_new = [batch.num_new[r] for r in rows]
         ctx = [s + n for s, n in zip(start, num_new, strict=True)]
-        qmax = max(num_new)
+        b, qmax = len(rows), max(num_new)
         width = max(len(batch.block_tables[r]) for r in rows)
-        tables = [[*batch.block_tables[r], *[0] * (width - len(batch.block_tables[r]))]
-                  for r in rows]  # fmt: skip
-        q_valid = [[i < n for i in range(qmax)] for n in num_new]
-        q_index = [[offsets[r] + i if i < n else 0 for i in range(qmax)]
-                   for r, n in zip(rows, num_new, strict=True)]  # fmt: skip
+        tables: list[int] = []
+        for r in rows:
+            table = batch.block_tables[r]
+            tables += [*table, *[0] * (width - len(table))]
+        valid = [int(i < n) for n in num_new for i in range(qmax)]
+        index = [offsets[r] + i if i < n else 0 for r, n in zip(rows, num_new, strict=True)
+                 for i in range(qmax)]  # fmt: skip
+        parts = {
+            "tokens": up.add([x for x, v in zip(index, valid, strict=True) if v]),
+            "valid_rows": up.add([i for i, v in enumerate(valid) if v]),
+            "table": up.add(tables, (b, width)),
+            "q_index": up.add(index, (b, qmax)),
+            "q_valid": up.add(valid, (b, qmax)),
+            "q_pos": up.add([s + i for s in start for i in range(qmax)], (b, qmax)),
+            "ctx_len": up.add(ctx),
+        }
+        fresh = (offsets[rows[0]], num_new[0])
+        return GroupPlan(parts, max(ctx), fresh if b == 1 and start[0] == 0 else None)
 
-        def t(values: object, dtype: torch.dtype = torch.int64) -> torch.Tensor:
-            return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
-
-        ctx_len = t(ctx)
-        j = torch.arange(max(ctx), device=device)
-        table = t(tables)
-        gather = table[:, j // block_size] * block_size + j % block_size
-        flat_valid = [v for row in q_valid for v in row]
-        flat_index = [x for row in q_index for x in row]
-        single = len(rows) == 1 and start[0] == 0
+    @classmethod
+    def build(cls, plan: GroupPlan, sent: list[torch.Tensor], block_size: int) -> AttentionGroup:
+        """The group's tensors from the step's upload; the context's cache slots computed
+        on the device from the block table."""
+        t = {name: sent[i] for name, i in plan.parts.items()}
+        j = torch.arange(plan.lmax, device=t["table"].device)
+        gather = t["table"].index_select(1, j // block_size) * block_size + j % block_size
         return cls(
-            tokens=t([x for x, v in zip(flat_index, flat_valid, strict=True) if v]),
-            valid_rows=t([i for i, v in enumerate(flat_valid) if v]),
-            gather=torch.where(j[None, :] < ctx_len[:, None], gather, 0),
-            q_index=t(q_index),
-            q_valid=t(q_valid, torch.bool),
-            q_pos=t([[s + i for i in range(qmax)] for s in start]),
-            ctx_len=ctx_len,
+            tokens=t["tokens"],
+            valid_rows=t["valid_rows"],
+            gather=torch.where(j.unsqueeze(0) < t["ctx_len"].unsqueeze(1), gather, 0),
+            q_index=t["q_index"],
+            q_valid=t["q_valid"] != 0,
+            q_pos=t["q_pos"],
+            ctx_len=t["ctx_len"],
             _masks={},
-            fresh=slice(offsets[rows[0]], offsets[rows[0]] + num_new[0]) if single else None,
+            fresh=plan.fresh,
         )
 
     def mask(self, window: int | None) -> torch.Tensor:
         """[b, 1, Qmax, Lmax] bool: may this query see this key (cached per window)."""
         if window not in self._masks:
-            j = torch.arange(self.gather.shape[1], device=self.gather.device)[None, None, :]
-            q = self.q_pos[:, :, None]
-            allowed = (j <= q) & (j < self.ctx_len[:, None, None])
+            j = torch.arange(self.gather.shape[1], device=self.gather.device).view(1, 1, -1)
+            q = self.q_pos.unsqueeze(2)
+            allowed = (j <= q) & (j < self.ctx_len.view(-1, 1, 1))
             if window is not None:
-                allowed &= j > q - window
+                allowed = allowed & (j > q - window)
             # Padding queries see key 0, so their softmax rows stay finite (then dropped).
-            allowed |= ~self.q_valid[:, :, None] & (j == 0)
-            self._masks[window] = allowed[:, None]
+            allowed = allowed | (self.q_valid.logical_not().unsqueeze(2) & (j == 0))
+            self._masks[window] = allowed.unsqueeze(1)
         return self._masks[window]
 
 
@@ -156,17 +198,17 @@ class AttentionMeta:
         decodes = [i for i, n in enumerate(batch.num_new) if n == 1]
         chunks = [[i] for i, n in enumerate(batch.num_new) if n > 1]
         rows = decode_groups(decodes, [s + 1 for s in batch.start_positions]) + chunks
-        groups = [AttentionGroup.build(r, batch, offsets, block_size, device) for r in rows]
+        up = Upload()
+        parts = [up.add(positions), up.add(slots), up.add([o - 1 for o in offsets[1:]])]
+        plans = [AttentionGroup.plan(r, batch, offsets, up) for r in rows]
+        sent = up.send(device)
+        groups = [AttentionGroup.build(p, sent, block_size) for p in plans]
         if len(groups) == 1 and len(decodes) == batch.num_seqs:
             groups[0].whole = True  # one bucket holds every decode, in order
-
-        def t(values: list[int]) -> torch.Tensor:
-            return torch.tensor(values, dtype=torch.int64).to(device, non_blocking=True)
-
         return cls(
-            positions=t(positions),
-            slots=t(slots),
-            last_index=t([o - 1 for o in offsets[1:]]),
+            positions=sent[parts[0]],
+            slots=sent[parts[1]],
+            last_index=sent[parts[2]],
             groups=groups,
         )
 
@@ -203,15 +245,17 @@ def attention(
     out = q.new_empty(q.shape[0], q.shape[1], q.shape[2])
     for g in meta.groups:
         if g.fresh is not None and window is None and new_kv is not None:
-            span = g.fresh
+            a, n = g.fresh
+
+            def heads_first(t: torch.Tensor, a: int = a, n: int = n) -> torch.Tensor:
+                return t.narrow(0, a, n).transpose(0, 1).unsqueeze(0)  # [1, heads, n, D]
+
             o = F.scaled_dot_product_attention(
-                q[span].transpose(0, 1)[None],
-                new_kv[0][span].transpose(0, 1)[None],
-                new_kv[1][span].transpose(0, 1)[None],
-                is_causal=True,
-                enable_gqa=q.shape[1] != new_kv[0].shape[1],
-            )
-            out[span] = o[0].transpose(0, 1)
+                heads_first(q), heads_first(new_kv[0]), heads_first(new_kv[1]),
+                is_causal=True, enable_gqa=q.shape[1] != new_kv[0].shape[1],
+            )  # fmt: skip
+            rows = torch.arange(a, a + n, device=out.device)
+            out.index_copy_(0, rows, o.squeeze(0).transpose(0, 1))
             continue
         k, v = read_kv(g.gather)
         b, qmax = g.q_index.shape

@@ -11,15 +11,17 @@ least `top_p` of the proposal's mass, so a row needs about 1 / top_p draws. A pe
 loop with a full sort cost 3.1 s a step at batch 64 over a 128k vocabulary on one CPU
 thread (`cascade bench sampling`; bench/results/sampling-*.json).
 
-Every request owns a CPU `torch.Generator` seeded from its `seed` (or from the OS when
-it has none) and each of its draws takes one uniform from it, so a seeded request draws
-the same tokens whatever else shares its batch and on any device. Unset fields are the
+Every request owns a `random.Random` seeded from its `seed` (or from the OS when it has
+none) and each of its draws takes one uniform from it, so a seeded request draws the
+same tokens whatever else shares its batch and on any device; the draws are host floats,
+no torch op, so nothing waits for the device to make them. Unset fields are the
 model's defaults (engine/generation_config.py), resolved before this. The only host
 synchronisations are the acceptance test of a top-p round and the step's token list.
 """
 
 from __future__ import annotations
 
+import random
 import secrets
 from dataclasses import dataclass
 
@@ -35,7 +37,7 @@ MAX_TOP_P_ROUNDS = 32  # then the rows still drawing take the sorted nucleus
 class SamplerState:
     temperature: float
     top_p: float
-    generator: torch.Generator | None  # None for greedy
+    generator: random.Random | None  # None for greedy
     top_k: int = 0  # 0: every token
 
     @classmethod
@@ -47,12 +49,12 @@ class SamplerState:
         generator = None
         if params.temperature > 0:
             seed = params.seed if params.seed is not None else secrets.randbits(63)
-            generator = torch.Generator(device="cpu").manual_seed(seed)
+            generator = random.Random(seed)
         return cls(params.temperature, params.top_p, generator, params.top_k or 0)
 
     def uniform(self) -> float:
         assert self.generator is not None
-        return float(torch.rand((), generator=self.generator))
+        return self.generator.random()
 
 
 def top_k_filter(logits: torch.Tensor, top_k: list[int] | int) -> torch.Tensor:
@@ -90,13 +92,18 @@ CPU_PASS_ELEMENTS = 1 << 20  # logits a CPU pass takes: temporaries the allocato
 
 def sample(logits: torch.Tensor, states: list[SamplerState]) -> list[int]:
     """Tokens for logits [B, vocab], row i sampled with states[i]."""
+    return [int(t) for t in sample_on_device(logits, states).tolist()]
+
+
+def sample_on_device(logits: torch.Tensor, states: list[SamplerState]) -> torch.Tensor:
+    """Tokens [B] (int64, on the logits' device) for logits [B, vocab]."""
     rows = [i for i, s in enumerate(states) if s.generator is not None]
     if len(rows) < len(states):
         tokens = torch.argmax(logits, dim=-1)
     else:  # every row drawn: no argmax over the vocabulary
         tokens = torch.empty(len(states), dtype=torch.int64, device=logits.device)
     if not rows:
-        return [int(t) for t in tokens.tolist()]
+        return tokens
     # On a CPU a fresh 128k-wide temporary costs more than the arithmetic on it (new
     # pages: 12 ms of a 32 ms step at batch 64), so passes of a few rows; one on a GPU.
     step = len(rows)
@@ -107,7 +114,7 @@ def sample(logits: torch.Tensor, states: list[SamplerState]) -> list[int]:
         where = torch.tensor(part, device=logits.device)
         drawn = _draw(logits.index_select(0, where), [states[i] for i in part])
         tokens.index_copy_(0, where, drawn)
-    return [int(t) for t in tokens.tolist()]
+    return tokens
 
 
 def _draw(logits: torch.Tensor, states: list[SamplerState]) -> torch.Tensor:
@@ -116,13 +123,15 @@ def _draw(logits: torch.Tensor, states: list[SamplerState]) -> torch.Tensor:
     positive temperature); otherwise the scaled logits are the one full-width
     temporary, worked on in place."""
     device, vocab = logits.device, logits.shape[-1]
-    scale = torch.tensor([s.temperature for s in states], device=device)[:, None]
+    scale = torch.tensor([s.temperature for s in states], device=device).unsqueeze(1)
     ks = [s.top_k for s in states]
     if all(0 < k < vocab for k in ks):
         x, columns = torch.topk(logits.float(), max(ks), dim=-1)  # likeliest first
-        cut = torch.arange(x.shape[1], device=device) >= torch.tensor(ks, device=device)[:, None]
+        cut = torch.arange(x.shape[1], device=device) >= torch.tensor(ks, device=device).unsqueeze(
+            1
+        )
         x = x.div_(scale).masked_fill_(cut, float("-inf"))
-        return columns.gather(1, _nucleus(x, states)[:, None])[:, 0]
+        return columns.gather(1, _nucleus(x, states).unsqueeze(1)).squeeze(1)
     return _nucleus(top_k_filter(logits.float() / scale, ks), states)
 
 
@@ -141,7 +150,7 @@ def _nucleus(x: torch.Tensor, states: list[SamplerState]) -> torch.Tensor:
         whole = len(active) == len(states)
         rows = torch.tensor(active, device=device)
         rw = w if whole else w.index_select(0, rows)
-        drawn = rw.gather(1, tokens.index_select(0, rows)[:, None])
+        drawn = rw.gather(1, tokens.index_select(0, rows).unsqueeze(1))
         likelier = torch.where(rw > drawn, rw, 0.0).sum(-1)
         inside = (likelier < limit.index_select(0, rows)).tolist()
         keep = [j for j, ok in enumerate(inside) if not ok]
@@ -150,12 +159,14 @@ def _nucleus(x: torch.Tensor, states: list[SamplerState]) -> torch.Tensor:
         active = [active[j] for j in keep]
         redo = torch.tensor(active, device=device)
         # Every token no likelier than a draw outside the nucleus is outside it too.
-        proposal = rw[keep].where(rw[keep] > drawn[keep], 0.0)
+        out = torch.tensor(keep, device=device)
+        rw, drawn = rw.index_select(0, out), drawn.index_select(0, out)
+        proposal = rw.where(rw > drawn, 0.0)
         w.index_copy_(0, redo, proposal)
         tokens.index_copy_(0, redo, _inverse_cdf(proposal, [states[i].uniform() for i in active]))
     for i in active:  # a nucleus this unlikely to be hit: the exact sorted filter
         row = top_p_filter(w[i] / w[i].sum(), top_p[i])
-        tokens[i] = _inverse_cdf(row[None], [states[i].uniform()])[0]
+        tokens[i] = _inverse_cdf(row.unsqueeze(0), [states[i].uniform()]).squeeze(0)
     return tokens
 
 
@@ -168,13 +179,13 @@ def _inverse_cdf(w: torch.Tensor, uniforms: list[float]) -> torch.Tensor:
     levels (sums of CHUNK columns, then the one chunk's running sum), so nothing of the
     full width is written."""
     n, v = w.shape
-    u = torch.tensor(uniforms, device=w.device, dtype=w.dtype)[:, None]
+    u = torch.tensor(uniforms, device=w.device, dtype=w.dtype).unsqueeze(1)
     full = v // CHUNK * CHUNK
-    sums = w[:, :full].reshape(n, -1, CHUNK).sum(-1)
+    sums = w.narrow(1, 0, full).reshape(n, -1, CHUNK).sum(-1)
     if full < v:
-        sums = torch.cat([sums, w[:, full:].sum(-1, keepdim=True)], dim=1)
+        sums = torch.cat([sums, w.narrow(1, full, v - full).sum(-1, keepdim=True)], dim=1)
     running = torch.cumsum(sums, dim=-1)
-    target = u * running[:, -1:]
+    target = u * running.narrow(1, running.shape[1] - 1, 1)
     chunk = torch.searchsorted(running, target, right=True).clamp_(max=sums.shape[1] - 1)
     rest = (target - running.gather(1, chunk) + sums.gather(1, chunk)).clamp_(min=0.0)
     cols = chunk * CHUNK + torch.arange(CHUNK, device=w.device)  # [n, CHUNK]
@@ -182,4 +193,4 @@ def _inverse_cdf(w: torch.Tensor, uniforms: list[float]) -> torch.Tensor:
     # The chunk's last positive column bounds a pick that rounding pushed past the end.
     last = CHUNK - 1 - torch.argmax((part > 0).flip(-1).to(torch.int8), dim=-1, keepdim=True)
     pick = torch.searchsorted(torch.cumsum(part, dim=-1), rest, right=True)
-    return (chunk * CHUNK + torch.minimum(pick, last))[:, 0]
+    return (chunk * CHUNK + torch.minimum(pick, last)).squeeze(1)

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.batch import StageBatch
 from cascade_worker.engine.config import ModelConfig
+from cascade_worker.engine.device import torch_device
 from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.engine.kv_cache import KVCache
 from cascade_worker.engine.layers import (
@@ -86,7 +87,7 @@ class StageModel:
         dtype: torch.dtype | None = None,
         kv: KVCache | None = None,
     ) -> StageModel:
-        device = torch.device(device)
+        device = torch_device(device)
         weights = load_stage_weights(source, config, start, end, device=device, dtype=dtype)
         return cls(config, weights, cache, device, kv)
 

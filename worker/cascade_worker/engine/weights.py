@@ -17,6 +17,7 @@ import torch
 
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
+from cascade_worker.engine.device import torch_device
 from cascade_worker.engine.lm_head import LMHead, packs
 
 
@@ -85,7 +86,7 @@ def load_stage_weights(
     """Weights of layers [start, end) on `device` in `dtype` (default: compute_dtype)."""
     if not 0 <= start < end <= config.num_layers:
         raise ValueError(f"layer range [{start}, {end}) outside 0..{config.num_layers}")
-    device = torch.device(device)
+    device = torch_device(device)
     dtype = dtype or compute_dtype(config, device)
     tensors = (
         store_tensors(source, config, start, end) if isinstance(source, BlockStore) else source
