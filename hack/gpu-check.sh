@@ -9,7 +9,7 @@
 # else python3) with the component folders on PYTHONPATH, and wheels in .whl/ (carried
 # where nothing can be installed from an index) unpacked first.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}

@@ -136,14 +136,23 @@ class Resources(ApiModel):
     limits: dict[str, Quantity] = Field(default_factory=dict, description="Maximum resources.")
 
 
+class EnvVar(ApiModel):
+    name: str = Field(
+        min_length=1, max_length=256, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$",
+        description="Variable name.",
+    )  # fmt: skip
+    value: str = Field(default="", max_length=32768, description="Its value.")
+
+
 class InstanceShape(ApiModel):
     gpus: int = Field(
         default=1,
         ge=0,
         le=16,
         description="GPUs requested per instance (nvidia.com/gpu, plus the RDMA resource the "
-        "operator is configured with, chart value rdma.resourceName, when > 0). "
-        "The engine does not use them yet: the operator passes it no device, so it runs on CPU.",
+        "operator is configured with, chart value rdma.resourceName, when > 0). With "
+        "engine.device auto the engine computes on them (CUDA), and a pod that was given "
+        "GPUs but finds no CUDA fails its start.",
     )
     resources: Resources = Field(
         default_factory=Resources, description="Extra CPU/memory requests and limits."
@@ -153,6 +162,28 @@ class InstanceShape(ApiModel):
     )
     tolerations: list[Toleration] = Field(
         default_factory=list, description="Taints an instance tolerates."
+    )
+    runtime_class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="RuntimeClass of the worker pods (e.g. nvidia, where the NVIDIA container "
+        "runtime is not the node's default); the chart's workers.runtimeClassName otherwise.",
+    )
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="Annotations of the worker pods, over the chart's workers.annotations "
+        "(e.g. k8s.v1.cni.cncf.io/networks for a Multus data network).",
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Extra environment of the worker container, after the operator's own "
+        "(so UCX_TLS, UCX_NET_DEVICES or NCCL settings here win over the chart's ucx values).",
+    )
+    shm_size: Quantity | None = Field(
+        default=None,
+        description="Size of a memory-backed /dev/shm for the worker (UCX's shared-memory "
+        "transport and pinned staging use it); unset: the runtime's default (often 64Mi).",
     )
 
 

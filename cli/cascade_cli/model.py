@@ -21,7 +21,7 @@ from typing import Protocol, TypeVar
 
 from cascade_api.constants import POD_USER
 from cascade_protocol.materialize import ARTIFACT_DIR
-from cascade_worker.checkpoints.spec import ARCHS, DTYPE_BYTES, ModelSpec
+from cascade_worker.checkpoints.spec import ARCHS, DTYPE_BYTES, ROPE_FACTORS, ModelSpec
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,6 +40,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     init.add_argument("--max-positions", type=int, default=2048)
     init.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="float16")
     init.add_argument("--seed", type=int, default=0)
+    init.add_argument(
+        "--rope-scaling", choices=sorted(ROPE_FACTORS), default="default",
+        help="RoPE scaling in config.json (llama3: Llama-3.1's; yarn: Qwen2.5's long context)",
+    )  # fmt: skip
+    init.add_argument(
+        "--rope-factor", type=float, default=0.0,
+        help="its factor (default: llama3 8, yarn 4, linear/dynamic 2); the pre-training "
+        "length is --max-positions / factor",
+    )  # fmt: skip
     init.add_argument(
         "--target-mb",
         type=float,
@@ -95,6 +104,8 @@ def spec_from_args(args: argparse.Namespace) -> ModelSpec:
         max_positions=args.max_positions,
         dtype=args.dtype,
         seed=args.seed,
+        rope_scaling=args.rope_scaling,
+        rope_factor=args.rope_factor,
     )
     return resolve_spec(
         base,

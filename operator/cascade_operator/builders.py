@@ -9,7 +9,7 @@ from typing import Any
 
 from cascade_api import constants as c
 from cascade_api.modeldeployment import ModelDeploymentSpec
-from cascade_operator import hardening
+from cascade_operator import hardening, pod_options
 from cascade_operator.config import OperatorConfig
 from cascade_operator.model_volume import model_volume
 from cascade_operator.observed import START_ANNOTATION, START_STORAGE, MdRef
@@ -81,26 +81,6 @@ def _probe(path: str, period: int, failures: int) -> Manifest:
     }
 
 
-def worker_resources(spec: ModelDeploymentSpec, cfg: OperatorConfig) -> Manifest:
-    shape = spec.instance
-    # Quantities travel as strings: the API accepts "4" where a bare 4 is refused.
-    requests = {k: str(v) for k, v in shape.resources.requests.items()}
-    limits = {k: str(v) for k, v in shape.resources.limits.items()}
-    if shape.gpus:
-        # Extended resources must be equal in requests and limits.
-        requests[c.GPU_RESOURCE] = limits[c.GPU_RESOURCE] = str(shape.gpus)
-    if hardening.uses_rdma(shape.gpus, cfg):  # the RDMA device plugin's name and count
-        requests[cfg.rdma_resource] = limits[cfg.rdma_resource] = str(cfg.rdma_count)
-    return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
-
-
-def give_accelerators(container: Manifest, spec: ModelDeploymentSpec, cfg: OperatorConfig) -> None:
-    """The instance's resources, and the GPU count the worker's `auto` device reads
-    (engine/device.py): a pod that was given GPUs must find CUDA."""
-    container["resources"] = worker_resources(spec, cfg)
-    container["env"].append({"name": "CASCADE_GPUS", "value": str(spec.instance.gpus)})
-
-
 def worker_pod(
     ref: MdRef,
     spec: ModelDeploymentSpec,
@@ -113,12 +93,13 @@ def worker_pod(
     serve = {"name": "CASCADE_SERVE", "value": "1" if start == START_STORAGE else "await"}
     pod = process_pod(ref, spec, cfg, pod_name(ref.name, index), c.COMPONENT_WORKER, [serve])
     pod["metadata"]["annotations"] = {
+        **(pod["metadata"].get("annotations") or {}),
         f"{c.GROUP}/instance-index": str(index),
         START_ANNOTATION: start,
         **scrape_annotations(c.WORKER_PORT),
     }
     container = pod["spec"]["containers"][0]
-    give_accelerators(container, spec, cfg)
+    pod_options.give_accelerators(container, spec, cfg)
     container["securityContext"] = hardening.worker_context(spec.instance.gpus, cfg)
     return pod
 
@@ -186,7 +167,7 @@ def process_pod(
     }
     if volumes:
         pod_spec["volumes"] = volumes
-    return {
+    pod: Manifest = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -195,8 +176,11 @@ def process_pod(
             "labels": labels(ref.name, component),
             "ownerReferences": [owner_reference(ref)],
         },
-        "spec": hardening.hardened(pod_spec),
+        "spec": pod_spec,
     }
+    pod_options.apply_worker_options(pod, spec, cfg)
+    pod["spec"] = hardening.hardened(pod["spec"])
+    return pod
 
 
 def gateway_deployment(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfig) -> Manifest:
@@ -226,6 +210,7 @@ def gateway_deployment(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfi
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
     }
     pod_spec = {"containers": [container], "serviceAccountName": name, "enableServiceLinks": False}
+    pod_options.pull_secrets(pod_spec, cfg)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

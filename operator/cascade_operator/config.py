@@ -53,6 +53,14 @@ class OperatorConfig:
     # env CASCADE_MODEL_ROOTS, comma-separated absolute paths): a worker mounts nothing
     # else of the node's. Empty: unchecked (a config built in code; from_env never is).
     model_roots: tuple[str, ...] = ()
+    # What every pod the operator makes needs of the cluster (pod_options.py): the chart's
+    # imagePullSecrets, the worker pods' runtimeClassName and annotations, and the data
+    # plane's UCX transports and interfaces (empty: the worker's TCP default).
+    image_pull_secrets: tuple[str, ...] = ()
+    worker_runtime_class: str = ""
+    worker_annotations: tuple[tuple[str, str], ...] = ()
+    ucx_tls: str = ""
+    ucx_net_devices: str = ""
 
     @classmethod
     def from_env(cls) -> OperatorConfig:
@@ -72,6 +80,15 @@ class OperatorConfig:
             not in ("0", "false", "no"),
             model_roots=parse_roots(os.environ.get("CASCADE_MODEL_ROOTS", ""))
             or DEFAULT_MODEL_ROOTS,
+            image_pull_secrets=tuple(
+                n.strip()
+                for n in os.environ.get("CASCADE_IMAGE_PULL_SECRETS", "").split(",")
+                if n.strip()
+            ),
+            worker_runtime_class=os.environ.get("CASCADE_WORKER_RUNTIME_CLASS", "").strip(),
+            worker_annotations=parse_labels(os.environ.get("CASCADE_WORKER_ANNOTATIONS", "")),
+            ucx_tls=os.environ.get("CASCADE_UCX_TLS", "").strip(),
+            ucx_net_devices=os.environ.get("CASCADE_UCX_NET_DEVICES", "").strip(),
         )
 
     @property

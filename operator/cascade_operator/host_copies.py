@@ -48,6 +48,7 @@ def host_copy_pod(
         ref, spec, cfg, host_copy_name(ref.name, index), c.COMPONENT_HOST_COPY, [role]
     )
     pod["metadata"]["annotations"] = {
+        **(pod["metadata"].get("annotations") or {}),
         f"{c.GROUP}/instance-index": str(index),
         **scrape_annotations(c.WORKER_PORT),
     }

@@ -28,14 +28,13 @@ from cascade_api.materialization import MaterializationPhase
 from cascade_api.modeldeployment import ModelDeploymentSpec
 from cascade_operator.builders import (
     component_selector,
-    give_accelerators,
     owner_reference,
     process_pod,
-    worker_resources,
 )
 from cascade_operator.config import OperatorConfig
 from cascade_operator.events import EventNote
 from cascade_operator.observed import MdRef
+from cascade_operator.pod_options import give_accelerators, worker_resources
 from cascade_protocol.status import WorkerRole
 
 Manifest = dict[str, Any]
@@ -110,9 +109,18 @@ def profile_job(ref: MdRef, spec: ModelDeploymentSpec, cfg: OperatorConfig) -> M
         # Job that is gone would be created again.
         "spec": {
             "backoffLimit": BACKOFF_LIMIT,
-            "template": {"metadata": {"labels": job_labels}, "spec": pod_spec},
+            "template": {
+                "metadata": {"labels": job_labels, **_annotations(pod)},
+                "spec": pod_spec,
+            },
         },
     }
+
+
+def _annotations(pod: Manifest) -> Manifest:
+    """The worker pod's annotations (a Multus network...) for the Job's pods."""
+    annotations = pod["metadata"].get("annotations")
+    return {"annotations": annotations} if annotations else {}
 
 
 def _writable_model(pod_spec: Manifest) -> None:

@@ -125,6 +125,7 @@ def test_minimal_manifest_gets_the_documented_defaults() -> None:
     assert spec["liveScaling"] == {"enabled": True, "cooperative": True, "minLeadSeconds": 1.0}
     assert spec["materialization"] == {"enabled": False}  # opt in: the Job takes a GPU
     assert spec["engine"] == {
+        "device": "auto",
         "dtype": "auto",
         "maxModelLen": 4096,
         "maxBatchSize": 64,

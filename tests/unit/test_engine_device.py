@@ -55,7 +55,7 @@ def test_a_pod_that_asked_for_gpus_and_finds_none_fails_naming_what_it_found() -
 def test_an_emulating_node_computes_on_the_cpu_for_its_gpus() -> None:
     assert choose("auto", 8, NO_CUDA, emulated=True) == "cpu"
     assert choose("cuda", 1, NO_CUDA, emulated=True) == "cpu"
-    with pytest.raises(ValueError, match="engine.device: 'tpu'"):
+    with pytest.raises(ValueError, match=r"engine\.device: 'tpu'"):
         choose("tpu", 1, NO_CUDA, emulated=True)
 
 
@@ -75,7 +75,9 @@ def test_every_worker_process_pod_gets_the_ask_and_instances_their_gpus() -> Non
     assert (profile["CASCADE_DEVICE"], profile["CASCADE_GPUS"]) == ("cuda", "2")
     host = env(host_copy_pod(REF, md(), 0, CFG))
     assert host["CASCADE_DEVICE"] == "auto" and "CASCADE_GPUS" not in host  # no GPUs there
-    assert ModelDeploymentSpec.model_validate({"model": {"uri": "file:///m"}}).engine.device == "auto"
+    assert (
+        ModelDeploymentSpec.model_validate({"model": {"uri": "file:///m"}}).engine.device == "auto"
+    )
 
 
 def test_a_worker_given_a_gpu_it_cannot_find_refuses_to_start(

@@ -59,7 +59,7 @@ def test_config_per_arch() -> None:
         ({"hidden_size": 0}, "hidden_size"),
         ({"num_key_value_heads": 3}, "num_key_value_heads"),
         ({"hidden_act": "gelu"}, "hidden_act"),
-        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_scaling"),
+        ({"rope_scaling": {"rope_type": "longrope", "factor": 4.0}}, "rope_scaling"),
         ({"head_dim": 15}, "head_dim"),
         ({"num_hidden_layers": None}, "num_hidden_layers"),
         ({"sliding_window": -1}, "sliding_window"),

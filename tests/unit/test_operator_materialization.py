@@ -13,7 +13,7 @@ from operator_fixtures import md as base_md
 from cascade_api import constants as c
 from cascade_api.materialization import MaterializationPhase
 from cascade_api.modeldeployment import ModelDeploymentSpec
-from cascade_operator import builders
+from cascade_operator import builders, pod_options
 from cascade_operator.config import OperatorConfig
 from cascade_operator.host_copies import host_copy_pod
 from cascade_operator.materialization import (
@@ -117,7 +117,7 @@ def test_the_job_runs_the_worker_once_in_the_materialize_role_shaped_like_an_ins
     (container,) = pod["containers"]
     assert "readinessProbe" not in container and "livenessProbe" not in container
     assert container["image"] == "reg/cascade-worker:9"
-    assert container["resources"] == builders.worker_resources(spec, CFG)
+    assert container["resources"] == pod_options.worker_resources(spec, CFG)
     assert container["resources"]["limits"][c.GPU_RESOURCE] == "1"
     got = env(container)
     assert got["CASCADE_ROLE"] == "materialize"

@@ -38,7 +38,7 @@ def test_a_runnable_config_passes(tmp_path: Path) -> None:
     [
         ({"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox"}, None,
          "architectures"),
-        ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, None, "rope_scaling"),
+        ({"rope_scaling": {"rope_type": "longrope", "factor": 8.0}}, None, "rope_scaling"),
         ({"hidden_act": "gelu"}, None, "hidden_act"),
         ({}, json.dumps({"temperature": "warm"}), "temperature"),
         ({}, "{", "generation_config.json"),

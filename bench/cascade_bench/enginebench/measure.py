@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from cascade_bench.enginebench.run import DECODE_PROMPT
 from cascade_protocol.generate import GenerateRequest, SamplingParams
 from cascade_worker.engine.engine import LLMEngine
 
+DECODE_PROMPT = 16
 _GREEDY: dict[str, Any] = {"do_sample": False, "eos_token_id": None, "pad_token_id": 3}
 
 

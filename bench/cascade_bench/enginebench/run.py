@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DECODE_PROMPT = 16  # measure.DECODE_PROMPT (that module imports torch)
 PATHS = ("eager", "compiled", "compiled_dynamic", "transformers")
 
 
@@ -130,6 +129,8 @@ def kv_tokens(cfg: EngineBenchConfig, max_batch: int) -> int:
     """A KV cache for what the bench runs, not the device's free memory (on a GPU that
     would leave no room for transformers beside it): the decode batch's contexts or one
     full context, whichever is more."""
+    from cascade_bench.enginebench.measure import DECODE_PROMPT
+
     config = json.loads((cfg.model_dir / "config.json").read_text())
     contexts = max_batch * (DECODE_PROMPT + cfg.new_tokens + 16)
     return max(contexts, int(config["max_position_embeddings"]) + 16)

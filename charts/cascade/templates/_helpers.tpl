@@ -135,3 +135,17 @@ shows it uses (tests/integration/test_chart_install.py).
   resources: ["nodes"]
   verbs: ["list"]
 {{- end }}
+
+{{/* The imagePullSecrets' names, comma-separated (CASCADE_IMAGE_PULL_SECRETS). */}}
+{{- define "cascade.pullSecretNames" -}}
+{{- $names := list -}}
+{{- range .Values.imagePullSecrets }}{{- $names = append $names .name -}}{{- end -}}
+{{- join "," $names -}}
+{{- end -}}
+
+{{/* workers.annotations as k=v,k2=v2 (CASCADE_WORKER_ANNOTATIONS), sorted by key. */}}
+{{- define "cascade.workerAnnotations" -}}
+{{- $pairs := list -}}
+{{- range $k, $v := .Values.workers.annotations }}{{- $pairs = append $pairs (printf "%s=%s" $k $v) -}}{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}

@@ -19,6 +19,9 @@ ARCHS: dict[str, tuple[str, str]] = {  # --arch -> (architectures[0], model_type
 }
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 HIDDEN_STEP = 64
+# RoPE scaling types `cascade model init --rope-scaling` writes, with their usual factor
+# (Llama-3.1's llama3 8, Qwen2.5's yarn 4).
+ROPE_FACTORS = {"default": 1.0, "linear": 2.0, "dynamic": 2.0, "llama3": 8.0, "yarn": 4.0}
 SLIDING_WINDOW = 4096
 
 
@@ -34,6 +37,10 @@ class ModelSpec:
     max_positions: int = 2048
     dtype: str = "float16"
     seed: int = 0
+    # RoPE scaling written into config.json (engine/rope.py reads it): default, linear,
+    # dynamic, llama3 or yarn; the pre-training length is max_positions / rope_factor.
+    rope_scaling: str = "default"
+    rope_factor: float = 0.0  # 0: the type's usual (llama3 8, yarn 4, linear/dynamic 2)
 
     @property
     def head_dim(self) -> int:
@@ -51,6 +58,12 @@ class ModelSpec:
             raise ValueError(f"hidden {self.hidden} must be heads {self.heads} x an even head_dim")
         if self.heads % self.kv_heads:
             raise ValueError(f"heads {self.heads} must be a multiple of kv_heads {self.kv_heads}")
+        if self.rope_scaling not in ROPE_FACTORS:
+            raise ValueError(
+                f"unknown rope scaling {self.rope_scaling!r}; choose from {sorted(ROPE_FACTORS)}"
+            )
+        if self.rope_factor and self.rope_factor < 1:
+            raise ValueError(f"rope factor must be >= 1, got {self.rope_factor}")
         return self
 
 
@@ -175,6 +188,8 @@ def hf_config(spec: ModelSpec, ids: dict[str, int]) -> dict[str, Any]:
         "pad_token_id": ids["pad"],
         "torch_dtype": spec.dtype,
     }
+    if spec.rope_scaling != "default":
+        config["rope_scaling"] = rope_scaling(spec)
     if spec.arch == "llama":
         config.update(attention_bias=False, mlp_bias=False, pretraining_tp=1)
     elif spec.arch == "qwen2":
@@ -182,3 +197,15 @@ def hf_config(spec: ModelSpec, ids: dict[str, int]) -> dict[str, Any]:
     else:
         config.update(sliding_window=SLIDING_WINDOW)
     return config
+
+
+def rope_scaling(spec: ModelSpec) -> dict[str, Any]:
+    """config.json's rope_scaling for the spec, in the published checkpoints' shape."""
+    factor = spec.rope_factor or ROPE_FACTORS[spec.rope_scaling]
+    scaling: dict[str, Any] = {"rope_type": spec.rope_scaling, "factor": factor}
+    original = max(2, int(spec.max_positions / factor))
+    if spec.rope_scaling == "llama3":
+        scaling.update(low_freq_factor=1.0, high_freq_factor=4.0)
+    if spec.rope_scaling in ("llama3", "yarn"):
+        scaling["original_max_position_embeddings"] = original
+    return scaling

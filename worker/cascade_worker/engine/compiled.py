@@ -62,14 +62,16 @@ def _op_attend(i: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tor
     return torch.ops.cascade.paged_attention(q, k, v, i)  # type: ignore[no-any-return]
 
 
-def _own_code(stage: StageModel) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def _own_code(
+    stage: StageModel,
+) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
     """The stage's layer range as a function with a code object of its own: dynamo keeps
     graphs per code object, so engines sharing one would share (and exhaust) one
     recompile limit, and a dropped engine's graphs -- holding its weights -- would live
     on in the shared code's cache."""
 
-    def run(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return stage.run_layers(x, positions, stage.start, stage.end, _op_attend)
+    def run(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+        return stage.run_layers(x, positions, stage.start, stage.end, _op_attend, inv_freq)
 
     run.__code__ = run.__code__.replace(co_name=f"layers_{stage.start}_{stage.end}")
     return run
@@ -112,6 +114,7 @@ class CompiledLayers:
             return self.stage.run_layers(
                 x, meta.positions, self.stage.start, self.stage.end,
                 lambda i, q, k, v: self.stage.attend(meta, i, q, k, v),
+                self.stage.inv_freq(meta.longest),
             )  # fmt: skip
         size = real if self.dynamic else next(b for b in self.buckets if b >= real)
         pad = size - real
@@ -121,7 +124,7 @@ class CompiledLayers:
             positions = torch.cat([positions, positions.new_zeros(pad)])
         self.steps += 1
         with _stepping(self.stage, meta):
-            out: torch.Tensor = self._fn(x, positions)
+            out: torch.Tensor = self._fn(x, positions, self.stage.inv_freq(meta.longest))
         return out[:real]
 
     def warm_up(self) -> float:

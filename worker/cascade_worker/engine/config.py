@@ -2,15 +2,19 @@
 
 The engine runs the Llama family only (RMSNorm, rotary attention with grouped KV heads,
 SwiGLU MLP): Llama, Qwen2 (q/k/v biases, optional sliding window from layer
-`max_window_layers` on) and Mistral (sliding window on every layer). Anything else -- a
-RoPE scaling scheme, another activation, an unknown architecture -- is refused here with
-a ValueError naming the config field, instead of producing silently wrong tokens later.
+`max_window_layers` on) and Mistral (sliding window on every layer), with RoPE default
+or scaled (linear, dynamic, llama3, yarn: rope.py). Anything else -- another RoPE
+scaling, another activation, an unknown architecture -- is refused here with a
+ValueError naming the config field, before any weight is read, instead of producing
+silently wrong tokens later.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from cascade_worker.engine.rope import Rope
 
 ARCHS = {  # config["architectures"][0] or model_type -> our name
     "LlamaForCausalLM": "llama",
@@ -43,6 +47,13 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...]
     bos_token_id: int | None
     dtype: str  # the checkpoint's torch_dtype ("float16", ...)
+    rope: Rope | None = None  # its RoPE scaling (None: default RoPE at rope_theta)
+
+    @property
+    def rope_params(self) -> Rope:
+        return self.rope or Rope(
+            "default", self.rope_theta, self.head_dim, self.max_position_embeddings
+        )
 
     @property
     def sliding_window(self) -> int | None:
@@ -78,6 +89,7 @@ class ModelConfig:
         eos = config.get("eos_token_id")
         eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (int(eos),))
         bos = config.get("bos_token_id")
+        rope = Rope.from_hf(config, head_dim)
         return cls(
             arch=arch,
             num_layers=num_layers,
@@ -87,7 +99,7 @@ class ModelConfig:
             head_dim=head_dim,
             intermediate=_int(config, "intermediate_size"),
             vocab=_int(config, "vocab_size"),
-            rope_theta=_rope_theta(config),
+            rope_theta=rope.theta,
             rms_norm_eps=_float(config, "rms_norm_eps", 1e-6),
             max_position_embeddings=_int(config, "max_position_embeddings", 2048),
             attention_bias=arch == "qwen2" or bool(config.get("attention_bias", False)),
@@ -96,6 +108,7 @@ class ModelConfig:
             eos_token_ids=eos_ids,
             bos_token_id=None if bos is None else int(bos),
             dtype=str(config.get("torch_dtype") or config.get("dtype") or "float32"),
+            rope=rope,
         )
 
 
@@ -113,19 +126,6 @@ def _float(config: dict[str, Any], field: str, default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise ValueError(f"{field}: need a positive number, got {value!r}")
     return float(value)
-
-
-def _rope_theta(config: dict[str, Any]) -> float:
-    """rope_theta, also where transformers 5 nests it (rope_parameters); default RoPE only."""
-    params = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    if not isinstance(params, dict):
-        raise ValueError(f"rope_parameters: need an object, got {params!r}")
-    kind = params.get("rope_type", params.get("type", "default"))
-    if kind != "default":
-        field = "rope_parameters" if "rope_parameters" in config else "rope_scaling"
-        raise ValueError(f"{field}: RoPE type {kind!r} is not supported (only default)")
-    merged = {"rope_theta": params.get("rope_theta", config.get("rope_theta", 10000.0))}
-    return _float(merged, "rope_theta", 10000.0)
 
 
 def _windows(config: dict[str, Any], arch: str, num_layers: int) -> tuple[int | None, ...]:

@@ -36,13 +36,14 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def rope_cos_sin(
-    positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype
+    positions: torch.Tensor, inv_freq: torch.Tensor, scaling: float, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin [T, head_dim] for token positions [T]."""
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).float()
-    inv_freq = 1.0 / (theta ** (exponents / head_dim))
+    """cos, sin [T, head_dim] for token positions [T], from float32 inverse frequencies
+    (rope.py) and the scaling that multiplies both (1 but for YaRN)."""
     freqs = positions.float().unsqueeze(1) * inv_freq.unsqueeze(0)
     emb = torch.cat((freqs, freqs), dim=-1)
+    if scaling != 1.0:
+        return (emb.cos() * scaling).to(dtype), (emb.sin() * scaling).to(dtype)
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
@@ -181,6 +182,7 @@ class AttentionMeta:
     slots: torch.Tensor  # [T] cache slot each new token's K/V is written to
     last_index: torch.Tensor  # [B] flat index of each sequence's last new token
     groups: list[AttentionGroup]
+    longest: int = 0  # the longest context after this step (dynamic RoPE reads it)
 
     @classmethod
     def build(cls, batch: StageBatch, block_size: int, device: torch.device) -> AttentionMeta:
@@ -210,6 +212,7 @@ class AttentionMeta:
             slots=sent[parts[1]],
             last_index=sent[parts[2]],
             groups=groups,
+            longest=max(s + n for s, n in zip(batch.start_positions, batch.num_new, strict=True)),
         )
 
 

@@ -73,6 +73,14 @@ class StageModel:
         if self.cache.config != cache or len(self.cache.k) < self.end - self.start:
             raise ValueError("the KV cache given does not fit this stage")
         self.compiled: CompiledRange | None = None  # set by compiled.compile_stage
+        self.rope = config.rope_params
+        self._inv_freq = self.rope.inv_freq(0, device)  # all but dynamic RoPE: fixed
+
+    def inv_freq(self, longest: int) -> torch.Tensor:
+        """RoPE's inverse frequencies for a step whose longest context is `longest`."""
+        if self.rope.kind == "dynamic" and longest > self.rope.max_positions:
+            return self.rope.inv_freq(longest, self.device)
+        return self._inv_freq
 
     @classmethod
     def load(
@@ -125,7 +133,8 @@ class StageModel:
         if self.compiled is not None and (lo, hi) == (self.start, self.end):
             x = self.compiled(x, meta)
         else:
-            x = self.run_layers(x, meta.positions, lo, hi, partial(self.attend, meta))
+            attend = partial(self.attend, meta)
+            x = self.run_layers(x, meta.positions, lo, hi, attend, self.inv_freq(meta.longest))
         if hi != c.num_layers:
             return x
         assert w.norm is not None and w.lm_head is not None
@@ -134,10 +143,12 @@ class StageModel:
         return w.lm_head(rms_norm(x, w.norm, c.rms_norm_eps)).float()
 
     def run_layers(
-        self, x: torch.Tensor, positions: torch.Tensor, lo: int, hi: int, attend: Attend
-    ) -> torch.Tensor:
+        self, x: torch.Tensor, positions: torch.Tensor, lo: int, hi: int, attend: Attend,
+        inv_freq: torch.Tensor | None = None,
+    ) -> torch.Tensor:  # fmt: skip
         """The embedding (when `lo` is 0) and decoder layers [lo, hi) over token ids or
-        hidden states `x` at `positions`; `attend(layer, q, k, v)` does the paged part.
+        hidden states `x` at `positions`; `attend(layer, q, k, v)` does the paged part;
+        `inv_freq` the step's RoPE frequencies (`inv_freq`; default: the fixed ones).
         One body for the eager and the compiled path (compiled.py), so they cannot drift."""
         c, w = self.config, self.weights
         if lo == 0:
@@ -145,7 +156,8 @@ class StageModel:
             x = F.embedding(x.long(), w.embed).to(self.dtype)
         else:
             x = x.to(self.dtype)
-        cos, sin = rope_cos_sin(positions, c.head_dim, c.rope_theta, self.dtype)
+        inv = self._inv_freq if inv_freq is None else inv_freq
+        cos, sin = rope_cos_sin(positions, inv, self.rope.attention_scaling, self.dtype)
         tokens = x.shape[0]
         for i in range(lo - self.start, hi - self.start):
             lw = w.layers[i]
