@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import resource
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
 
 from cascade_worker.engine.batch import StageBatch
+from cascade_worker.engine.config import ModelConfig
+from cascade_worker.engine.executor import LocalExecutor
 from cascade_worker.engine.kv_blocks import CacheConfig, blocks_for
 from cascade_worker.engine.sizing import (
     DEFAULT_KV_CACHE_BYTES,
@@ -75,9 +77,21 @@ def weight_bytes(stages: Sequence[StageModel]) -> int:
             head = w.lm_head.tensor()
         tensors = [w.embed, w.norm, head, *(t for lw in w.layers for t in vars(lw).values())]
         for t in tensors:
-            if isinstance(t, torch.Tensor):
-                seen[t.data_ptr()] = t.numel() * t.element_size()
+            if isinstance(t, torch.Tensor):  # a meta tensor has no address: its identity
+                key = id(t) if t.device.type == "meta" else t.data_ptr()
+                seen[key] = t.numel() * t.element_size()
     return sum(seen.values()) + packed
+
+
+def planned_weight_bytes(
+    config: ModelConfig, shapes: Mapping[str, tuple[int, ...]], dtype: torch.dtype
+) -> int:
+    """What the weights of `shapes` (HF names) take in `dtype`, built by the loader itself
+    on the meta device: nothing is allocated or read, so a start can refuse a model its
+    device cannot hold before copying a byte (startup.py), and a test can size a 70B."""
+    meta = {name: torch.empty(shape, dtype=dtype, device="meta") for name, shape in shapes.items()}
+    executor = LocalExecutor.load(meta, config, CacheConfig(1, 1), device="meta", dtype=dtype)
+    return weight_bytes(executor.stages)
 
 
 def _status_kib(field: str) -> int:

@@ -103,6 +103,23 @@ def size_kv(
     )
 
 
+def check_weights_fit(
+    *, weight_bytes: int, device_bytes: int, utilization: float, dtype: torch.dtype
+) -> None:
+    """ValueError with the arithmetic when the weights alone do not fit one device's
+    share: such a model needs more devices (tensor parallelism), not a smaller cache,
+    and the start should say so before it copies a byte."""
+    budget = int(device_bytes * utilization)
+    if weight_bytes < budget:
+        return
+    raise ValueError(
+        f"the weights take {weight_bytes / 1e9:.1f} GB in {str(dtype).removeprefix('torch.')} "
+        f"({weight_bytes} B), more than this device's budget of {budget / 1e9:.1f} GB "
+        f"({utilization:g} x {device_bytes / 1e9:.1f} GB); at least "
+        f"{-(-weight_bytes // budget)} such devices are needed for the weights alone"
+    )
+
+
 def restore_problem(
     sizing: KvSizing, *, block_size: int, per_token: int, max_model_len: int
 ) -> str | None:

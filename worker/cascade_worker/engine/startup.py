@@ -20,15 +20,24 @@ import torch
 
 from cascade_worker.blocks.store import BlockStore
 from cascade_worker.engine.config import ModelConfig
+from cascade_worker.engine.device import torch_device
 from cascade_worker.engine.executor import LocalExecutor
 from cascade_worker.engine.kv_blocks import CacheConfig
 from cascade_worker.engine.kv_profile import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
+    planned_weight_bytes,
     profile_kv,
     profiling_cache,
 )
-from cascade_worker.engine.sizing import KvSizing, cache_config, kv_bytes_per_token, restore_problem
+from cascade_worker.engine.sizing import (
+    KvSizing,
+    cache_config,
+    check_weights_fit,
+    kv_bytes_per_token,
+    restore_problem,
+)
 from cascade_worker.engine.stage import StageModel
+from cascade_worker.engine.weights import compute_dtype
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,7 @@ def build_local(
         )  # fmt: skip
     else:
         cache = profiling_cache(max_model_len, opts.block_size)
+    check_device_holds(store, config, torch_device(device), dtype, opts.gpu_memory_utilization)
     executor = LocalExecutor.load(store, config, cache, cuts=cuts, device=device, dtype=dtype)
     kv_s = 0.0
     sizing_began = time.perf_counter()
@@ -122,6 +132,23 @@ def build_local(
             for s in executor.stages
         )
     return executor, StartupReport(sizing, load_s, compile_s, kv_s)
+
+
+def check_device_holds(
+    store: BlockStore, config: ModelConfig, device: torch.device, dtype: torch.dtype | None,
+    utilization: float,
+) -> None:  # fmt: skip
+    """On an accelerator, refuse a model whose weights exceed the device's share before
+    copying them (the copy would fail half-way, out of memory, naming no figure)."""
+    if device.type != "cuda":
+        return
+    dtype = dtype or compute_dtype(config, device)
+    shapes = {e.name: e.shape for b in store.manifest.blocks for e in b.tensors}
+    total = torch.cuda.get_device_properties(device).total_memory
+    check_weights_fit(
+        weight_bytes=planned_weight_bytes(config, shapes, dtype), device_bytes=total,
+        utilization=utilization, dtype=dtype,
+    )  # fmt: skip
 
 
 def apply_recorded(executor: LocalExecutor, sizing: KvSizing, max_model_len: int) -> LocalExecutor:
