@@ -180,10 +180,13 @@ class InstanceShape(ApiModel):
         description="Extra environment of the worker container, after the operator's own "
         "(so UCX_TLS, UCX_NET_DEVICES or NCCL settings here win over the chart's ucx values).",
     )
-    shm_size: Quantity | None = Field(
-        default=None,
-        description="Size of a memory-backed /dev/shm for the worker (UCX's shared-memory "
-        "transport and pinned staging use it); unset: the runtime's default (often 64Mi).",
+    shm_size: str = Field(
+        default="",
+        max_length=32,
+        pattern=r"^([0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?)?$",
+        description="Size of a memory-backed /dev/shm for the worker, e.g. 8Gi (UCX's "
+        "shared-memory transport and pinned staging use it); empty: the runtime's default "
+        "(often 64Mi).",
     )
 
 

@@ -65,6 +65,18 @@ def add(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sa.add_argument("--threads", type=int, default=1)
     sa.add_argument("--json", type=Path, default=None, metavar="OUT.json")
     sa.set_defaults(func=_sampling)
+    dg = cmds.add_parser(
+        "digests",
+        help="a receiver's rate with weight digests on vs off, and its event loop's stalls",
+        description="One source -> one target over UCX on loopback, --rounds paired rounds "
+        "of digests on (xxh3 + SHA-256 per block, off the event loop) and off; prints the "
+        "receive rates, their ratio and the longest event-loop stall; --json writes them.",
+    )
+    dg.add_argument("--blocks", type=int, default=16)
+    dg.add_argument("--block-mb", type=float, default=16.0)
+    dg.add_argument("--rounds", type=int, default=5)
+    dg.add_argument("--json", type=Path, default=None, metavar="OUT.json")
+    dg.set_defaults(func=_digests)
 
 
 def _engine(args: argparse.Namespace) -> int:
@@ -92,3 +104,13 @@ def _sampling(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         raise ValueError("--rounds must be >= 1")
     return report(run(from_args(SamplingBenchConfig, args), say=say), table, args.json)
+
+
+def _digests(args: argparse.Namespace) -> int:
+    from cascade_bench.digests import DigestBenchConfig, run, table
+    from cascade_worker.transport.env import use_notifier_thread
+
+    if args.rounds < 1 or args.blocks < 1:
+        raise ValueError("--rounds and --blocks must be >= 1")
+    use_notifier_thread()  # one loop for every node, woken by UCX (as the workers run)
+    return report(run(from_args(DigestBenchConfig, args), say=say), table, args.json)

@@ -69,10 +69,10 @@ def apply_worker_options(pod: Manifest, spec: ModelDeploymentSpec, cfg: Operator
         meta["annotations"] = {**annotations, **(meta.get("annotations") or {})}
     container = pod_spec["containers"][0]
     container["env"] = [*container["env"], *worker_env(cfg, spec)]
-    if shape.shm_size is not None:
+    if shape.shm_size:
         volume = {
             "name": SHM_VOLUME,
-            "emptyDir": {"medium": "Memory", "sizeLimit": str(shape.shm_size)},
+            "emptyDir": {"medium": "Memory", "sizeLimit": shape.shm_size},
         }
         pod_spec["volumes"] = [*(pod_spec.get("volumes") or []), volume]
         mount = {"name": SHM_VOLUME, "mountPath": "/dev/shm"}

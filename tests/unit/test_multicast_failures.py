@@ -45,16 +45,16 @@ def test_corrupted_block_is_rejected_refetched_and_never_installed() -> None:
     rejected: list[int] = []
 
     async def watch(nodes: dict[str, MulticastNode], stores: dict[str, BlockStore]) -> None:
-        real = stores["t1"].install
+        real = stores["t1"].check
 
-        def spy(index: int) -> bool:
-            ok = real(index)
-            if not ok:
+        def spy(index: int) -> str | None:
+            problem = real(index)
+            if problem is not None:
                 rejected.append(index)
                 assert not stores["t1"].has(index)
-            return ok
+            return problem
 
-        stores["t1"].install = spy  # type: ignore[method-assign]
+        stores["t1"].check = spy  # type: ignore[method-assign]
 
     run = run_plan("chain", 1, 3, opts, scenario=watch)
     for t in ("t0", "t1", "t2"):

@@ -31,8 +31,10 @@ class SamplingBenchConfig:
     threads: int = 1
 
 
-def per_row_baseline(logits: Any, states: list[Any]) -> list[int]:
-    """The sampler the engine used until 2026-12-04: one row at a time, on the host."""
+def per_row_baseline(logits: Any, states: list[Any], generators: list[Any]) -> list[int]:
+    """The sampler the engine used until 2026-12-04: one row at a time, on the host,
+    each drawn by `multinomial` with its request's torch.Generator (made ahead, as the
+    requests made theirs at admission)."""
     import torch
 
     from cascade_worker.engine.sampling import top_k_filter, top_p_filter
@@ -45,7 +47,7 @@ def per_row_baseline(logits: Any, states: list[Any]) -> list[int]:
             continue
         row = top_k_filter(logits[i].float().cpu(), s.top_k)
         probs = top_p_filter(torch.softmax(row / s.temperature, dim=-1), s.top_p)
-        out.append(int(torch.multinomial(probs, 1, generator=s.generator)))
+        out.append(int(torch.multinomial(probs, 1, generator=generators[i])))
     return out
 
 
@@ -59,7 +61,10 @@ def run(cfg: SamplingBenchConfig, say: Callable[[str], None] = print) -> dict[st
     torch.set_num_threads(cfg.threads)
     device = torch.device(cfg.device)
     now = clock(device)
-    paths = {"batched": sample, "per_row": per_row_baseline}
+    paths: dict[str, Callable[..., list[int]]] = {
+        "batched": lambda logits, states, _: sample(logits, states),
+        "per_row": per_row_baseline,
+    }
     rows = []
     for batch in cfg.batches:
         logits = torch.randn(batch, cfg.vocab, generator=torch.Generator().manual_seed(batch))
@@ -75,8 +80,9 @@ def run(cfg: SamplingBenchConfig, say: Callable[[str], None] = print) -> dict[st
                         )
                         for i in range(batch)
                     ]
+                    gens = [torch.Generator().manual_seed(r * 1000 + i) for i in range(batch)]
                     began = now()
-                    fn(logits, states)
+                    fn(logits, states, gens)
                     if r:
                         samples[name].append((now() - began) * 1000)
             row: dict[str, Any] = {"batch": batch, "vocab": cfg.vocab, "case": case}

@@ -171,22 +171,33 @@ class BlockStore:
         self._check_index(index)
         if index in self._held:
             return True
+        problem = self.check(index)
+        if problem is not None:
+            log.warning("block %d rejected: %s", index, problem)
+            return False
+        self.mark_held(index)
+        return True
+
+    def check(self, index: int) -> str | None:
+        """Why buffer(index) is not its manifest's block (None: it is): xxh3 (a bad link)
+        then SHA-256 (crafted to pass xxh3). Reads the buffer only, and hashlib and xxhash
+        release the GIL, so a receiver runs it on a thread off its event loop while the
+        next block arrives (multicast/fetch.py); then `mark_held` on the loop."""
+        self._check_index(index)
         block, buffer = self.manifest.blocks[index], self._buffers[index]
-        actual = checksum(buffer)
-        if actual != block.checksum:
-            log.warning(
-                "block %d rejected: checksum %s, manifest says %s", index, actual, block.checksum
-            )
-            return False
-        if (strong := strong_hash(buffer)) != block.sha256:  # crafted to pass xxh3
-            log.warning(
-                "block %d rejected: sha256 %s, manifest says %s", index, strong, block.sha256
-            )
-            return False
+        if (actual := checksum(buffer)) != block.checksum:
+            return f"checksum {actual}, manifest says {block.checksum}"
+        if (strong := strong_hash(buffer)) != block.sha256:
+            return f"sha256 {strong}, manifest says {block.sha256}"
+        return None
+
+    def mark_held(self, index: int) -> None:
+        """Hold a block `check` passed, and fire the layer callbacks it completes."""
+        if index in self._held:
+            return
         self._held.add(index)
         self.installed_at[index] = time.monotonic()
         self._fire(*held_run(self._held, index))
-        return True
 
     def has(self, index: int) -> bool:
         return index in self._held

@@ -4,14 +4,17 @@
 peer and reads, for each block in order, either `unavailable` or a block header and its
 chunks, received straight into the store's preallocated buffer. Each landed chunk is
 published to BlockProgress (so this node's own downstream can relay it at once), and a
-complete block is installed only if its checksum matches; a mismatch resets it so it is
-fetched again, never installed. The outcome says, per block, what happened; a broken
-connection (peer died, stalled past the stall timeout, or spoke out of turn) evicts the
-pooled endpoint and is reported as `failed`, leaving the rest of the blocks pending.
+complete block is installed only if its xxh3 checksum and SHA-256 match; they run on a
+thread while the next block arrives, so the loop (and the readiness probe on it) never
+waits for a digest. A mismatch resets the block so it is fetched again, never installed.
+The outcome says, per block, what happened; a broken connection (peer died, stalled
+past the stall timeout, or spoke out of turn) evicts the pooled endpoint and is reported
+as `failed`, leaving the rest of the blocks pending.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -73,6 +76,9 @@ class Fetcher:
         if address is None:
             return FetchOutcome(failed=True, error=f"no address for {peer}")
         stall = self.stall_timeout_s if timeout_s is None else min(timeout_s, self.stall_timeout_s)
+        # Each block's digests run on a thread while the next block arrives; a block is
+        # held (and forwarded as held) once its verdict is in, in arrival order.
+        verdicts: list[tuple[int, asyncio.Future[str | None]]] = []
         try:
             ep = await self.connect(address)
             await ep.send_frame(
@@ -89,20 +95,36 @@ class Fetcher:
                 await self._receive(ep, frame, max(stall, 0.001))
                 if step is not None:  # the sender's step ends when the bytes are here
                     await ep.send_frame(Landed(index=index))
-                if self.store.install(index):
-                    self.progress.installed(index)
-                    out.installed.append(index)
-                    self.served_by.setdefault(peer, []).append(index)
-                else:
-                    log.warning("%s: block %d from %s failed its checksum", self.me, index, peer)
-                    self.progress.reset(index)
-                    self.refetched.append(index)
-                    out.corrupt.append(index)
+                verdicts.append((index, asyncio.ensure_future(self._verdict(index))))
+                while verdicts and verdicts[0][1].done():
+                    self._settle(peer, *verdicts.pop(0), out)
         except (TransportError, FrameError) as exc:
             log.warning("%s: lost %s (%s): %s", self.me, peer, address, exc)
             self.pool.evict(address)
             out.failed, out.error = True, str(exc)
+        finally:  # every block that arrived whole is judged, the connection lost or not
+            for index, verdict in verdicts:
+                await asyncio.wait([verdict])
+                self._settle(peer, index, verdict, out)
         return out
+
+    async def _verdict(self, index: int) -> str | None:
+        return await asyncio.to_thread(self.store.check, index)
+
+    def _settle(
+        self, peer: str, index: int, verdict: asyncio.Future[str | None], out: FetchOutcome
+    ) -> None:
+        problem = verdict.result()
+        if problem is None:
+            self.store.mark_held(index)
+            self.progress.installed(index)
+            out.installed.append(index)
+            self.served_by.setdefault(peer, []).append(index)
+            return
+        log.warning("%s: block %d from %s failed its digests: %s", self.me, index, peer, problem)
+        self.progress.reset(index)
+        self.refetched.append(index)
+        out.corrupt.append(index)
 
     async def connect(self, address: str) -> Endpoint[FrameT]:
         """The pooled data connection to `address`, introduced (attach) once."""

@@ -129,6 +129,35 @@ def run_local(
 
     `scenario(nodes, stores)` runs alongside the transfer (kill a node, watch a store).
     """
+    return asyncio.run(
+        run_local_async(
+            strategy,
+            sources,
+            targets,
+            num_blocks=num_blocks,
+            block_bytes=block_bytes,
+            options=options,
+            scenario=scenario,
+            shift=shift,
+            seed=seed,
+        )
+    )
+
+
+async def run_local_async(
+    strategy: str,
+    sources: int,
+    targets: int,
+    *,
+    num_blocks: int = 8,
+    block_bytes: int = 256 * 1024,
+    options: NodeOptions | Mapping[str, NodeOptions] | None = None,
+    scenario: Scenario | None = None,
+    shift: bool = False,
+    seed: int = 0,
+) -> LocalRun:
+    """`run_local` on the running loop: several runs in one process share UCX's
+    context, which stays bound to the loop that first used it."""
     manifest, buffers = synthetic_model(num_blocks, block_bytes, seed)
     srcs = [f"s{i}" for i in range(sources)]
     tgts = [f"t{i}" for i in range(targets)]
@@ -144,13 +173,9 @@ def run_local(
     )
     stores: dict[str, BlockStore] = {s: source_store(manifest, buffers) for s in srcs}
     stores |= {t: BlockStore(manifest) for t in tgts}
-
-    async def go() -> dict[str, NodeResult | BaseException]:
-        nodes, peers = await start_nodes(spec, stores, options)
-        extra = asyncio.ensure_future(scenario(nodes, stores)) if scenario else None
-        results = await run_nodes(nodes, peers)
-        if extra is not None:
-            await extra
-        return results
-
-    return LocalRun(spec, buffers, stores, asyncio.run(go()))
+    nodes, peers = await start_nodes(spec, stores, options)
+    extra = asyncio.ensure_future(scenario(nodes, stores)) if scenario else None
+    results = await run_nodes(nodes, peers)
+    if extra is not None:
+        await extra
+    return LocalRun(spec, buffers, stores, results)
