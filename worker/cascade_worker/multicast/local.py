@@ -113,35 +113,11 @@ class LocalRun:
     results: dict[str, NodeResult | BaseException]
 
 
-def run_local(
-    strategy: str,
-    sources: int,
-    targets: int,
-    *,
-    num_blocks: int = 8,
-    block_bytes: int = 256 * 1024,
-    options: NodeOptions | Mapping[str, NodeOptions] | None = None,
-    scenario: Scenario | None = None,
-    shift: bool = False,
-    seed: int = 0,
-) -> LocalRun:
-    """Plan and run s0..s{k-1} -> t0..t{n-1} in this process (sources alternate gpu/host).
-
-    `scenario(nodes, stores)` runs alongside the transfer (kill a node, watch a store).
-    """
-    return asyncio.run(
-        run_local_async(
-            strategy,
-            sources,
-            targets,
-            num_blocks=num_blocks,
-            block_bytes=block_bytes,
-            options=options,
-            scenario=scenario,
-            shift=shift,
-            seed=seed,
-        )
-    )
+def run_local(strategy: str, sources: int, targets: int, **options: Any) -> LocalRun:
+    """Plan and run s0..s{k-1} -> t0..t{n-1} in this process (sources alternate gpu/host);
+    `options` are `run_local_async`'s. `scenario(nodes, stores)` runs alongside the
+    transfer (kill a node, watch a store)."""
+    return asyncio.run(run_local_async(strategy, sources, targets, **options))
 
 
 async def run_local_async(
