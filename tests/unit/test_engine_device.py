@@ -53,8 +53,9 @@ def test_a_pod_that_asked_for_gpus_and_finds_none_fails_naming_what_it_found() -
 
 
 def test_an_emulating_node_computes_on_the_cpu_for_its_gpus() -> None:
-    assert choose("auto", 8, NO_CUDA, emulated=True) == "cpu"
+    assert choose_device("auto", 8, _never, emulated=True, pod="p") == "cpu"  # no torch
     assert choose("cuda", 1, NO_CUDA, emulated=True) == "cpu"
+    assert choose("cuda", 1, TWO_GPUS, emulated=True) == "cuda:0"  # asked for by name
     with pytest.raises(ValueError, match=r"engine\.device: 'tpu'"):
         choose("tpu", 1, NO_CUDA, emulated=True)
 

@@ -49,13 +49,14 @@ def choose_device(
 ) -> str:
     """The torch device name the engine uses ("cuda:0", "cpu"); DeviceUnavailable where
     the pod wants CUDA and has none, ValueError for an ask that is no device. `look`
-    (`probe`) runs only where CUDA is wanted: a CPU pod does not wait for torch."""
+    (`probe`) runs only where CUDA is wanted: a CPU pod, or a GPU pod on an emulating
+    node, does not wait for torch before it listens."""
     asked = (asked or "auto").strip().lower()
     index = asked.removeprefix("cuda:") if asked.startswith("cuda:") else None
     if asked not in ASKS and not (index is not None and index.isdigit()):
         raise ValueError(f"engine.device: {asked!r} is not one of auto, cuda, cuda:N, cpu")
-    if asked == "cpu" or (asked == "auto" and gpus <= 0):
-        return "cpu"
+    if asked == "cpu" or (asked == "auto" and (gpus <= 0 or emulated)):
+        return "cpu"  # an emulating node's GPUs are CPU quotas: no need to look (torch)
     found = look()
     if found.cuda_devices > 0:
         n = int(index) if index is not None else 0
