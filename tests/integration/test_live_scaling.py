@@ -87,7 +87,7 @@ def one(
             1,
             multicast={"strategy": "chain", "blocks": 4, "rateMbit": RATE_MBIT},
             liveScaling={"enabled": True, "cooperative": cooperative},
-            engine={"maxBatchSize": 4 if cooperative else 64, "adaptiveBatch": False},
+            engine={"maxBatchSize": 2 if cooperative else 64, "adaptiveBatch": False},
         )
         ns.kubectl("apply", "--validate=false", "-f", "-", stdin=json.dumps(manifest))
         ns.wait_ready(MD, 1, 180)
