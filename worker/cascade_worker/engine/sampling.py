@@ -13,8 +13,9 @@ thread (`cascade bench sampling`; bench/results/sampling-*.json).
 
 Every request owns a `random.Random` seeded from its `seed` (or from the OS when it has
 none) and each of its draws takes one uniform from it, so a seeded request draws the
-same tokens whatever else shares its batch and on any device; the draws are host floats,
-no torch op, so nothing waits for the device to make them. Unset fields are the
+same tokens whatever else shares its batch (on another device a draw that falls on a
+running sum's rounding may go the other way); the draws are host floats, no torch op, so
+nothing waits for the device to make them. Unset fields are the
 model's defaults (engine/generation_config.py), resolved before this. The only host
 synchronisations are the acceptance test of a top-p round and the step's token list.
 """
