@@ -57,7 +57,9 @@ CONFIG_KEY = web.AppKey("cascade_worker_config", WorkerConfig)
 TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default terminationMessagePath
 
 
-def register_metrics(registry: CollectorRegistry, config: WorkerConfig) -> None:
+def register_metrics(
+    registry: CollectorRegistry, config: WorkerConfig, device: DeviceInfo | None
+) -> None:
     """The worker's own series; the engine's series join them later."""
     info = Info(
         "cascade_worker", "Which model and deployment this worker serves.", registry=registry
@@ -65,7 +67,6 @@ def register_metrics(registry: CollectorRegistry, config: WorkerConfig) -> None:
     info.info({"model": config.model_uri, "deployment": config.deployment})
     up = Gauge("cascade_worker_up", "1 while the worker process is serving.", registry=registry)
     up.set(1)
-    device = engine_device(config)
     if device is not None:
         Info(
             "cascade_worker_device", "What this worker's engine computes on.", registry=registry
@@ -107,13 +108,16 @@ def build_app(
 ) -> web.Application:
     """The worker app; tests pass multicast options (`control`) and a fake engine."""
     registry = new_registry()
-    register_metrics(registry, config)
+    device = engine_device(config)  # once: the metric and /v1/status say the same
+    register_metrics(registry, config, device)
     app = create_app(registry)
     app[CONFIG_KEY] = config
     guard(app, config.peer_key, config.generate_key)
     peer_key.install(config.peer_key)  # for the pipeline's connections (access/peer_key.py)
     register_auth_metrics(registry)
-    add_control(app, control or Control(config), registry)
+    control = control or Control(config)
+    control.startup.info.device = device
+    add_control(app, control, registry)
     if config.host_copy:
         add_host_copy(app)
     else:
@@ -154,7 +158,6 @@ async def run(config: WorkerConfig) -> None:
     listening: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     app = build_app(config)
     startup = app[CONTROL_KEY].startup
-    startup.info.device = engine_device(config)
 
     def listening_now(_: object) -> None:
         startup.listening()
