@@ -212,7 +212,7 @@ class AttentionMeta:
             slots=sent[parts[1]],
             last_index=sent[parts[2]],
             groups=groups,
-            longest=max(s + n for s, n in zip(batch.start_positions, batch.num_new, strict=True)),
+            longest=max(p.lmax for p in plans),
         )
 
 

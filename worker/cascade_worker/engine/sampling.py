@@ -128,9 +128,8 @@ def _draw(logits: torch.Tensor, states: list[SamplerState]) -> torch.Tensor:
     ks = [s.top_k for s in states]
     if all(0 < k < vocab for k in ks):
         x, columns = torch.topk(logits.float(), max(ks), dim=-1)  # likeliest first
-        cut = torch.arange(x.shape[1], device=device) >= torch.tensor(ks, device=device).unsqueeze(
-            1
-        )
+        k = torch.tensor(ks, device=device).unsqueeze(1)
+        cut = torch.arange(x.shape[1], device=device) >= k
         x = x.div_(scale).masked_fill_(cut, float("-inf"))
         return columns.gather(1, _nucleus(x, states).unsqueeze(1)).squeeze(1)
     return _nucleus(top_k_filter(logits.float() / scale, ks), states)

@@ -75,6 +75,7 @@ class StageModel:
         self.compiled: CompiledRange | None = None  # set by compiled.compile_stage
         self.rope = config.rope_params
         self._inv_freq = self.rope.inv_freq(0, device)  # all but dynamic RoPE: fixed
+        self._rope_scaling = self.rope.attention_scaling  # fixed for every type
 
     def inv_freq(self, longest: int) -> torch.Tensor:
         """RoPE's inverse frequencies for a step whose longest context is `longest`."""
@@ -157,7 +158,7 @@ class StageModel:
         else:
             x = x.to(self.dtype)
         inv = self._inv_freq if inv_freq is None else inv_freq
-        cos, sin = rope_cos_sin(positions, inv, self.rope.attention_scaling, self.dtype)
+        cos, sin = rope_cos_sin(positions, inv, self._rope_scaling, self.dtype)
         tokens = x.shape[0]
         for i in range(lo - self.start, hi - self.start):
             lw = w.layers[i]
