@@ -97,3 +97,5 @@ def test_a_worker_given_a_gpu_it_cannot_find_refuses_to_start(
     emulated = load_config([], {**env, "CASCADE_NODE_EMULATION": "1"})
     assert worker_main.settle_device(emulated).device == "cpu"
     assert worker_main.engine_device(worker_main.settle_device(emulated)).emulated  # type: ignore[union-attr]
+    asked_cpu = load_config([], {**env, "CASCADE_DEVICE": "cpu"})  # a real node, cpu by choice
+    assert not worker_main.engine_device(worker_main.settle_device(asked_cpu)).emulated  # type: ignore[union-attr]

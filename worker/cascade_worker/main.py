@@ -80,7 +80,8 @@ def engine_device(config: WorkerConfig) -> DeviceInfo | None:
     from cascade_worker.engine.device import describe
 
     name = config.device or "cpu"
-    return describe(name, emulated=config.gpus > 0 and not name.startswith("cuda"))
+    stands_in = config.node_emulation and config.gpus > 0 and not name.startswith("cuda")
+    return describe(name, emulated=stands_in)
 
 
 def worker_status(app: web.Application) -> WorkerStatus:
